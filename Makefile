@@ -1,0 +1,35 @@
+# Everything a fresh machine needs: `make demo` and `make test` create .venv and install first.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo-out
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/adass compare --data mnist5k --model mlp:hidden=128 \
+		--samplers full random:ratio=0.6 adass:eps=0.2 \
+		--epochs 20 --seeds 1 --out $(DEMO_OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check toolkit tests dashboards
+
+bench: $(STAMP)
+	$(BIN)/adass bench samplers --out bench-out
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) bench-out

@@ -1,0 +1,30 @@
+"""Shared cases for the codec tests: the specs every codec test runs over, and seeded chunks."""
+
+from __future__ import annotations
+
+import torch
+
+ALL_SPECS = [
+    "fp32",
+    "fp16",
+    "bf16",
+    "qsgd",
+    "qsgd:bits=1",
+    "qsgd:bits=3,bucket=7",
+    "qsgd:bits=16,norm=l2",
+    "qsgd:bits=4,shared=true",
+    "randk:ratio=0.1",
+    "randk:ratio=0.1,scale=false",
+    "topk:ratio=0.1",
+    "randk:ratio=0.2+qsgd:bits=8",
+    "randk:ratio=0.2+qsgd:bits=4,shared=true",
+    "topk:ratio=0.2+qsgd:bits=8",
+    "ef(qsgd:bits=2)",
+    "ef(randk:ratio=0.1+qsgd:bits=4)",
+]
+
+
+def chunk(n: int, seed: int = 0) -> torch.Tensor:
+    """A reproducible float32 chunk of ``n`` values with a spread of magnitudes."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(n, generator=gen) * torch.rand(n, generator=gen).mul(3).exp()

@@ -1,0 +1,27 @@
+"""Shared fixtures: tiny datasets and configs so tests stay fast and offline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adass.config import RunConfig
+
+TINY_DATA = "synthetic:n=240,d=6,classes=3,noise=0.0,hard=0.2,test=60"
+
+
+@pytest.fixture
+def tiny_config() -> RunConfig:
+    return RunConfig.from_flat(
+        data=TINY_DATA, model="mlp:hidden=16", sampler="full", epochs=3, batch_size=32,
+        lr=0.1, momentum=0.9, schedule="cosine", seed=3,
+    )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    # tests compare exact numbers; one intra-op thread keeps reductions in a fixed order
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,0 +1,173 @@
+"""Sampler invariants: what each policy keeps, and how ADASS bounds behave."""
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from adass.models import build_model
+from adass.sampling import SAMPLERS, build_sampler, drop_within_budget
+
+
+def feed(sampler, indices, losses, path):
+    sampler.observe(indices, losses, {"path": path})
+
+
+def adass(spec="adass", n=200, **context):
+    return build_sampler(spec, n=n, seed=0, epochs=50, **context)
+
+
+def test_every_policy_is_registered():
+    assert SAMPLERS.names() == ["adass", "full", "infobatch", "random", "selective_backprop"]
+
+
+def test_full_visits_every_sample_in_a_seeded_order():
+    a = build_sampler("full", n=50, seed=1, epochs=2)
+    b = build_sampler("full", n=50, seed=1, epochs=2)
+    s0, s1 = a.select(0), a.select(1)
+    assert sorted(s0.indices.tolist()) == list(range(50))
+    assert torch.equal(s0.indices, b.select(0).indices)
+    assert not torch.equal(s0.indices, s1.indices)
+
+
+def test_random_keeps_the_ratio_and_changes_each_epoch():
+    s = build_sampler("random:ratio=0.3", n=101, seed=0, epochs=2)
+    a, b = s.select(0), s.select(1)
+    assert len(a) == len(b) == math.ceil(0.3 * 101)
+    assert len(set(a.indices.tolist())) == len(a)
+    assert set(a.indices.tolist()) != set(b.indices.tolist())
+
+
+def test_drop_within_budget_is_the_longest_prefix_within_eps():
+    bounds = torch.tensor([5.0, 1.0, 2.0, 0.5, 3.0, float("inf")])
+    drop = drop_within_budget(bounds, eps=0.3, max_drop=10)  # finite total 11.5, budget 3.45
+    assert drop.tolist() == [False, True, False, True, False, False]  # 0.5 + 1; adding 2 exceeds
+    assert drop_within_budget(bounds, eps=0.3, max_drop=1).tolist() == [False] * 3 + [True] + [False] * 2
+
+
+def test_drop_within_budget_prefix_property():
+    gen = torch.Generator().manual_seed(0)
+    bounds = torch.rand(1000, generator=gen) ** 3
+    for eps in (0.0, 0.05, 0.2, 0.5, 0.9):
+        drop = drop_within_budget(bounds, eps, max_drop=1000)
+        dropped, total = float(bounds[drop].sum()), float(bounds.sum())
+        assert dropped <= eps * total + 1e-6
+        if (~drop).any():  # adding the smallest kept bound would break the budget
+            assert dropped + float(bounds[~drop].min()) > eps * total
+            assert float(bounds[drop].max()) if drop.any() else 0.0 <= float(bounds[~drop].min())
+
+
+def test_eps_zero_keeps_every_sample():
+    s = adass("adass:eps=0,warmup=0,final=0", n=100)
+    feed(s, torch.arange(100), torch.rand(100), 1.0)
+    for epoch in range(3):
+        assert len(s.select(epoch)) == 100
+
+
+def test_kept_fraction_never_falls_below_min_keep():
+    s = adass("adass:eps=1,warmup=0,final=0,min_keep=0.3", n=100)
+    gen = torch.Generator().manual_seed(1)
+    path = 0.0
+    for epoch in range(6):
+        sel = s.select(epoch)
+        assert len(sel) >= 30
+        path += 0.1
+        feed(s, sel.indices, torch.rand(len(sel), generator=gen) * 0.01, path)
+
+
+def test_warmup_and_final_epochs_use_full_data():
+    s = build_sampler("adass:eps=0.5,warmup=2,final=1", n=80, seed=0, epochs=6)
+    feed(s, torch.arange(80), torch.rand(80) ** 4, 0.5)
+    sizes = [len(s.select(e)) for e in range(6)]
+    assert sizes[0] == sizes[1] == sizes[5] == 80
+    assert min(sizes[2:5]) < 80
+
+
+@pytest.mark.parametrize("lipschitz", ["empirical", "const", "exact"])
+def test_dropped_bounds_never_shrink_until_visited(lipschitz):
+    n = 300
+    norms = torch.rand(n) * 4
+    s = adass(f"adass:eps=0.4,warmup=1,final=0,lipschitz={lipschitz}", n=n, feature_sq_norms=norms)
+    gen = torch.Generator().manual_seed(2)
+    path = 0.0
+    last_visit_bound = {}
+    for epoch in range(8):
+        sel = s.select(epoch)
+        bounds = s.bounds()
+        kept = set(sel.indices.tolist())
+        for i in range(n):
+            if i in last_visit_bound:
+                assert bounds[i] >= last_visit_bound[i] - 1e-6, (epoch, i)
+        # the kept samples are visited: their bounds may change; the dropped ones must not shrink
+        path += float(torch.rand(1, generator=gen)) + 0.1
+        feed(s, sel.indices, torch.rand(len(sel), generator=gen) ** 2, path)
+        bounds = s.bounds()
+        last_visit_bound = {i: float(bounds[i]) for i in range(n) if i not in kept}
+        for i in list(last_visit_bound):
+            if i in kept:
+                del last_visit_bound[i]
+
+
+def test_dropped_samples_come_back_as_the_model_moves():
+    s = adass("adass:eps=0.3,warmup=0,final=0,lipschitz=const", n=100)
+    feed(s, torch.arange(100), torch.linspace(0.01, 1, 100), 0.0)
+    first = s.select(0)
+    dropped = set(range(100)) - set(first.indices.tolist())
+    assert dropped
+    feed(s, first.indices, torch.full((len(first),), 0.5), 50.0)  # a long way travelled
+    bounds = s.bounds()
+    was_dropped = torch.tensor(sorted(dropped))
+    assert float(bounds[was_dropped].min()) > float(bounds[first.indices].max())
+    back = set(s.select(1).indices.tolist())
+    assert len(dropped & back) > 0.5 * len(dropped)
+
+
+def test_exact_bound_covers_the_true_gradient_norm_of_logistic_regression():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 5, generator=gen) * 2
+    y = torch.randint(0, 4, (64,), generator=gen)
+    model = build_model("logreg", (5,), 4, seed=1)
+    s = build_sampler("adass:lipschitz=exact", n=64, seed=0, epochs=5, feature_sq_norms=x.pow(2).sum(1))
+    losses = F.cross_entropy(model(x), y, reduction="none")
+    feed(s, torch.arange(64), losses.detach(), 0.0)
+    bounds = s.bounds()
+    for i in range(64):
+        model.zero_grad()
+        F.cross_entropy(model(x[i : i + 1]), y[i : i + 1]).backward()
+        grad_sq = sum(float(p.grad.pow(2).sum()) for p in model.parameters())
+        assert math.sqrt(grad_sq) <= float(bounds[i]) + 1e-5
+
+
+def test_adass_state_dict_round_trip():
+    s = adass("adass:warmup=0,final=0", n=50)
+    feed(s, torch.arange(50), torch.rand(50), 1.0)
+    s.select(0)
+    t = adass("adass:warmup=0,final=0", n=50)
+    t.load_state_dict(s.state_dict())
+    assert torch.equal(s.bounds(), t.bounds())
+    assert torch.equal(s.select(1).indices, t.select(1).indices)
+
+
+def test_infobatch_prunes_only_below_mean_and_rescales():
+    s = build_sampler("infobatch:ratio=0.5,anneal=0.25", n=400, seed=0, epochs=8)
+    losses = torch.linspace(0, 2, 400)
+    feed(s, torch.arange(400), losses, 0.0)
+    sel = s.select(1)
+    kept = set(sel.indices.tolist())
+    assert all(i in kept for i in range(400) if losses[i] >= losses.mean())
+    assert 60 < 400 - len(sel) < 140  # about half of the ~200 well-learned samples pruned
+    well = losses[sel.indices] < losses.mean()
+    assert torch.allclose(sel.weights[well], torch.full((int(well.sum()),), 2.0))
+    assert torch.all(sel.weights[~well] == 1.0)
+    assert len(s.select(6)) == 400  # the final quarter of epochs is on full data
+
+
+def test_selective_backprop_prefers_high_losses():
+    s = build_sampler("selective_backprop:beta=2", n=1000, seed=0, epochs=1)
+    losses = torch.rand(1000, generator=torch.Generator().manual_seed(0))
+    chosen = torch.zeros(1000)
+    for _ in range(20):
+        chosen += s.backprop_weights(torch.arange(1000), losses)
+    high, low = losses > 0.8, losses < 0.2
+    assert chosen[high].mean() > 10 * chosen[low].mean()

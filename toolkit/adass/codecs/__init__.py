@@ -1,0 +1,42 @@
+"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, and error feedback.
+
+Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the protocol lives in
+``base.py``. Codecs do math only and never call a collective.
+"""
+
+from . import fp, qsgd, randk, topk  # noqa: F401  (each module registers its codecs)
+from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
+from .ef import ErrorFeedback
+from .fp import FloatCodec
+from .memory import Memory
+from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
+from .qsgd import QSGD
+from .randk import RandomK
+from .sparse import Sparsifier, kept_count
+from .spec import CODECS, make_codec
+from .stack import StackCodec
+from .topk import TopK
+
+__all__ = [
+    "CODECS",
+    "QSGD",
+    "ChunkKey",
+    "Codec",
+    "ErrorFeedback",
+    "FloatCodec",
+    "Memory",
+    "Payload",
+    "RandomK",
+    "Sparsifier",
+    "StackCodec",
+    "TopK",
+    "as_chunk",
+    "bits_for",
+    "generator_for",
+    "kept_count",
+    "make_codec",
+    "pack_bits",
+    "packed_nbytes",
+    "stable_seed",
+    "unpack_bits",
+]

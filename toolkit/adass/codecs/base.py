@@ -1,0 +1,205 @@
+"""The Codec protocol: what travels (Payload), what a codec declares, and seeded per-chunk randomness.
+
+Codecs do math only; they never call a collective. Exchanges move payloads and look only at the
+capabilities a codec declares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["ChunkKey", "Codec", "Payload", "as_chunk", "generator_for", "stable_seed"]
+
+
+@dataclass(frozen=True)
+class ChunkKey:
+    """Identifies one chunk of one step: every worker derives the same randomness from it.
+
+    Attributes
+    ----------
+    seed, step, chunk : int
+        Run seed, training step and chunk id. Randomness that all workers must share (the
+        coordinates random-k keeps) comes from these three only.
+    rank, hop : int
+        Who encodes, and at which hop of an exchange (both default 0). Randomness that must be
+        independent across workers (the stochastic rounding of QSGD) mixes these in too, so that
+        the rounding errors of different workers, or of re-encodings at successive ring hops, do
+        not line up. An exchange sets them with ``dataclasses.replace(key, rank=r, hop=h)``.
+    """
+
+    seed: int
+    step: int
+    chunk: int
+    rank: int = 0
+    hop: int = 0
+
+
+def stable_seed(*parts: int | str) -> int:
+    """A 63-bit seed from a stable hash of ``parts`` (never Python's ``hash``, which is salted)."""
+    text = "/".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & (2**63 - 1)
+
+
+def generator_for(
+    key: ChunkKey,
+    salt: str = "",
+    device: str | torch.device = "cpu",
+    shared: bool = True,
+) -> torch.Generator:
+    """A ``torch.Generator`` seeded from (run seed, step, chunk, salt): same key, same draws.
+
+    Parameters
+    ----------
+    key : ChunkKey
+        The chunk being encoded.
+    salt : str
+        Separates the streams of different uses of one key (``"randk"``, ``"qsgd"``).
+    device : str or torch.device
+        Where the draws happen. CPU and CUDA generators give different streams, so workers that
+        must agree on draws must draw on the same device type.
+    shared : bool
+        True (default): the same on every worker (``key.rank`` and ``key.hop`` are ignored).
+        False: also seeded by ``key.rank`` and ``key.hop``, so independent across workers and hops.
+    """
+    gen = torch.Generator(device=device)
+    if shared:
+        gen.manual_seed(stable_seed(key.seed, key.step, key.chunk, salt))
+    else:
+        gen.manual_seed(stable_seed(key.seed, key.step, key.chunk, salt, "rank", key.rank, key.hop))
+    return gen
+
+
+def as_chunk(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a contiguous 1-D float32 tensor; anything not 1-D raises ValueError."""
+    if x.dim() != 1:
+        raise ValueError(f"codecs encode 1-D chunks; got a tensor of shape {tuple(x.shape)}")
+    return x.detach().to(torch.float32).contiguous()
+
+
+@dataclass
+class Payload:
+    """What travels between workers for one chunk.
+
+    Attributes
+    ----------
+    tensors : dict of str to Tensor
+        The data on the wire (packed codes, values, indices, scales).
+    numel : int
+        Length of the dense chunk this payload stands for.
+    header : dict
+        Small metadata (bits, counts); travels too, counted in ``header_bytes``.
+    header_bytes : int
+        Bytes the header costs on the wire (each codec documents its header fields and their sizes).
+    """
+
+    tensors: dict[str, torch.Tensor]
+    numel: int
+    header: dict[str, Any] = field(default_factory=dict)
+    header_bytes: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Real size on the wire: tensor bytes plus header bytes."""
+        return self.header_bytes + sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+    @property
+    def raw_bytes(self) -> int:
+        """Size of the same chunk as dense fp32."""
+        return 4 * self.numel
+
+
+class Codec(ABC):
+    """Encode a dense fp32 chunk into a Payload and back.
+
+    Capabilities (class or instance attributes) tell an exchange what it may do:
+
+    summable : bool
+        ``add(a, b)`` combines two payloads without decoding (fp32/fp16/bf16, aligned random-k,
+        shared-scale quantization). ``decode(add(a, b))`` stands for ``decode(a) + decode(b)``.
+    needs_shared_scale : bool
+        Workers must agree on a scale per chunk first: ``local_scale(x, key)`` gives a worker's own
+        scale tensor, the exchange takes the elementwise max across workers and passes it as
+        ``encode(x, key, scale=...)``; then integer codes add up exactly.
+    can_share_scale : bool
+        ``with_shared_scale()`` returns a variant of this codec with ``needs_shared_scale`` and
+        ``summable`` set (QSGD, and codecs that wrap it). The ring's ``shared_scale`` strategy asks
+        for it; ``requantize`` uses the codec as given.
+    fixed_size : bool
+        Every payload of a chunk of a given length has the same size (aligned summing possible).
+    lossless : bool
+        ``decode(encode(x)) == x`` bit for bit.
+    name : str
+        The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
+
+    Notes
+    -----
+    One class serves both plain and shared-scale use: the mode is a spec flag (``shared=true`` for
+    QSGD) that ``with_shared_scale()`` sets, so the canonical name records it.
+
+    How an exchange drives a codec, per chunk (``r``: this rank, ``h``: the hop):
+
+    - summable, no shared scale (fp32/fp16/bf16, ``randk``): ``p = codec.encode(x, key)``; at each
+      hop ``p = codec.add(received, own)``; ``codec.decode(p)`` is the sum. Random-k coordinates
+      depend on (seed, step, chunk) only, so every rank's payload of one chunk is aligned.
+    - ``shared_scale``: ``codec = codec.with_shared_scale()``; ``s = codec.local_scale(x, key)``;
+      all ranks take the elementwise max of ``s`` (a small float32 vector); then
+      ``p = codec.encode(x, replace(key, rank=r), scale=agreed)`` and hops ``codec.add`` as above.
+      Integer codes add exactly; the code width grows by up to ``ceil(log2 P)`` bits and
+      ``nbytes`` reports the wider packing. The same holds for ``randk+qsgd`` (RS+Q), whose
+      ``local_scale`` needs ``key`` because it scales the values at the shared coordinates.
+    - ``requantize`` (any codec): decode the received partial sum, add the own chunk, and encode
+      again with ``replace(key, rank=r, hop=h)`` so each re-encoding rounds independently.
+    - not summable (``topk``): forward payloads unchanged (all-gather) and decode each.
+
+    Error feedback (``ef(...)``) keeps the inner codec's capabilities; its ``encode`` compensates
+    and updates its memory, so call it once per step for a worker's own chunk and use
+    ``codec.inner`` for any re-encoding of partial sums.
+    """
+
+    summable: bool = False
+    needs_shared_scale: bool = False
+    can_share_scale: bool = False
+    fixed_size: bool = True
+    lossless: bool = False
+    name: str = "codec"
+
+    @abstractmethod
+    def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
+        """Encode ``x`` (1-D float32) for chunk ``key``; ``scale`` only where ``needs_shared_scale``."""
+
+    @abstractmethod
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """The dense float32 tensor of length ``payload.numel`` that ``payload`` stands for."""
+
+    def add(self, a: Payload, b: Payload) -> Payload:
+        """Sum of two payloads without decoding; only for ``summable`` codecs."""
+        raise TypeError(f"codec {self.name!r} is not summable")
+
+    def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
+        """This worker's scale for ``x``; only for ``needs_shared_scale`` codecs.
+
+        ``key`` is needed by codecs that select coordinates first (``randk+qsgd``) and by error
+        feedback (which scales the compensated chunk); plain QSGD ignores it. Passing it always
+        is safe.
+        """
+        raise TypeError(f"codec {self.name!r} does not use a shared scale")
+
+    def with_shared_scale(self) -> Codec:
+        """The shared-scale variant of this codec (itself if it already needs a shared scale)."""
+        if self.needs_shared_scale:
+            return self
+        raise TypeError(f"codec {self.name!r} has no shared-scale mode")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Codec) and type(other) is type(self) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.name))
+
+    def __repr__(self) -> str:
+        return self.name

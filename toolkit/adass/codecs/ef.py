@@ -1,0 +1,70 @@
+"""Error feedback around any codec: ``ef(SPEC)`` compensates each chunk with the residual of the
+last encoding of that chunk, so what a lossy codec drops is sent later instead of lost.
+
+The wrapper keeps the inner codec's wire format and capabilities. ``encode`` compensates, encodes
+and updates the memory in one call; that is right for a worker's *own* chunk (a PS push, the first
+encoding in a ring). An exchange that re-encodes partial sums must use ``codec.inner`` for those,
+and an engine may drive ``codec.memory`` and ``codec.inner`` itself instead of calling ``encode``.
+
+The residual stays bounded only for a contractive codec (``||C(x) - x|| < ||x||``): top-k, random-k
+with ``scale=false``, QSGD with enough bits. Unbiased but high-variance codecs (1-bit QSGD, random-k
+scaled by ``n/k``) make it grow without bound.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import ChunkKey, Codec, Payload
+from .memory import Memory
+
+__all__ = ["ErrorFeedback"]
+
+
+class ErrorFeedback(Codec):
+    """Wrap ``inner`` with a residual :class:`Memory`.
+
+    Parameters
+    ----------
+    inner : Codec
+        The codec that does the encoding.
+    memory : Memory, optional
+        Residual store; a new empty one by default.
+    """
+
+    def __init__(self, inner: Codec, memory: Memory | None = None) -> None:
+        self.inner = inner
+        self.memory = memory if memory is not None else Memory()
+        self.name = f"ef({inner.name})"
+        self.summable = inner.summable
+        self.needs_shared_scale = inner.needs_shared_scale
+        self.can_share_scale = inner.can_share_scale
+        self.fixed_size = inner.fixed_size
+        self.lossless = inner.lossless
+
+    def with_shared_scale(self) -> ErrorFeedback:
+        """The same memory around the inner codec's shared-scale variant."""
+        if self.needs_shared_scale:
+            return self
+        return ErrorFeedback(self.inner.with_shared_scale(), self.memory)
+
+    def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
+        """The inner codec's scale of the *compensated* chunk; needs ``key`` (the chunk id)."""
+        if key is None:
+            raise TypeError(f"codec {self.name!r}: local_scale needs the chunk key")
+        return self.inner.local_scale(self.memory.compensate(x, key), key)
+
+    def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
+        """Encode ``x + residual`` with the inner codec and store the new residual."""
+        compensated = self.memory.compensate(x, key)
+        payload = self.inner.encode(compensated, key, scale=scale)
+        self.memory.update(compensated, self.inner.decode(payload), key)
+        return payload
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """The inner codec's decoding."""
+        return self.inner.decode(payload)
+
+    def add(self, a: Payload, b: Payload) -> Payload:
+        """The inner codec's sum."""
+        return self.inner.add(a, b)

@@ -1,0 +1,67 @@
+"""Error-feedback memory: the part of each chunk a lossy codec did not send, added back next step.
+
+``compensate(x, key)`` returns ``x + residual`` for the chunk; after encoding, ``update(x_c,
+decoded, key)`` stores ``x_c - decoded``. Residuals are kept per chunk id (``key.chunk``), so the
+same chunking must be used from step to step. The state goes into checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import ChunkKey, as_chunk
+
+__all__ = ["Memory"]
+
+
+class Memory:
+    """Residuals of past encodings, one float32 tensor per chunk id."""
+
+    def __init__(self) -> None:
+        self.residuals: dict[int, torch.Tensor] = {}
+
+    def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
+        """``x`` plus this chunk's residual (a new float32 tensor; the memory is not changed).
+
+        Raises
+        ------
+        ValueError
+            The stored residual has another length than ``x`` (the chunking changed).
+        """
+        x = as_chunk(x)
+        residual = self.residuals.get(key.chunk)
+        if residual is None:
+            return x.clone()
+        if residual.numel() != x.numel():
+            raise ValueError(
+                f"memory: chunk {key.chunk} has {x.numel()} values but its residual has {residual.numel()}"
+            )
+        return x + residual.to(x.device)
+
+    def update(self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey) -> None:
+        """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``."""
+        residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
+        self.residuals[key.chunk] = residual
+
+    def residual(self, key: ChunkKey) -> torch.Tensor | None:
+        """The stored residual of chunk ``key.chunk``, or None."""
+        return self.residuals.get(key.chunk)
+
+    def reset(self) -> None:
+        """Forget all residuals."""
+        self.residuals.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Residuals by chunk id, as CPU tensors (loadable with ``torch.load(weights_only=True)``)."""
+        return {"residuals": {int(c): r.detach().cpu().clone() for c, r in self.residuals.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the residuals with those of ``state`` (as made by :meth:`state_dict`)."""
+        self.residuals = {
+            int(c): r.to(torch.float32).clone() for c, r in state["residuals"].items()
+        }
+
+    def __len__(self) -> int:
+        return len(self.residuals)

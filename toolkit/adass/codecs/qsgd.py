@@ -1,0 +1,184 @@
+"""QSGD: stochastic uniform b-bit quantization with one scale per bucket, unbiased.
+
+Grid. Each bucket of ``bucket`` values is divided by its scale ``M`` (max-abs by default) and mapped
+onto ``L + 1`` evenly spaced levels on ``[-M, M]``: level ``u`` in ``0..L`` stands for
+``M * (2u - L) / L``. For ``bits >= 2``, ``L = 2**bits - 2`` (even, so zero is a level and there are
+``s = L/2 = 2**(bits-1) - 1`` levels on each side, as in QSGD); for ``bits = 1``, ``L = 1`` (the two
+levels are ``-M`` and ``+M``: stochastic sign). A value is rounded to one of its two neighbouring
+levels with probabilities that make the result unbiased, so its variance is at most
+``min(D**2/4, D*|x|)`` with level spacing ``D = 2M/L``.
+
+Scale. ``norm=max`` (default) uses max-abs: every level is reachable, so the variance bound
+``d*M**2/L**2`` per bucket is the tightest of the two. ``norm=l2`` uses the bucket's Euclidean norm
+as in the QSGD paper, which gives the paper's bound ``min(d/s**2, sqrt(d)/s) * ||x||**2``.
+
+Wire layout. ``codes``: the unsigned levels ``u`` (sign included: ``u < L/2`` is negative), packed
+``bits`` wide, least significant bit first (see ``packing.py``), ``ceil(numel*bits/8)`` bytes;
+``scales``: float32, one per bucket. Header (7 bytes): numel (uint32), code width (uint8), number of
+payloads summed (uint16).
+
+Shared scale (``shared=true``). Workers agree on the elementwise max of their ``local_scale``; with a
+common ``M`` the sum of ``P`` payloads is ``M * (2U - P*L) / L`` with ``U`` the integer sum of their
+codes, so ``add`` sums codes exactly and repacks them ``bits_for(P*L)`` wide
+(at most ``bits + ceil(log2 P)``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import Param
+from .base import ChunkKey, Codec, Payload, as_chunk, generator_for
+from .packing import bits_for, pack_bits, unpack_bits
+from .spec import CODECS, canonical
+
+__all__ = ["QSGD", "HEADER_BYTES"]
+
+HEADER_BYTES = 4 + 1 + 2  # numel uint32, code width uint8, summed count uint16
+
+PARAMS = {
+    "bits": Param(8, "bits per code (sign included)", low=1, high=16),
+    "bucket": Param(512, "values sharing one scale", low=1, high=2**31 - 1),
+    "norm": Param("max", "bucket scale: max-abs or Euclidean norm", choices=("max", "l2")),
+    "shared": Param(
+        False, "workers agree one scale per bucket so codes add up (ring shared_scale)"
+    ),
+}
+
+
+class QSGD(Codec):
+    """Stochastic uniform quantization with one scale per bucket.
+
+    Parameters
+    ----------
+    bits : int
+        Bits per code, 1..16 (the sign is part of the code).
+    bucket : int
+        Number of consecutive values sharing one scale.
+    norm : {"max", "l2"}
+        Scale of a bucket: max-abs or Euclidean norm.
+    shared : bool
+        Shared-scale mode: ``encode`` takes an agreed ``scale`` and payloads are summable.
+    """
+
+    fixed_size = True
+    lossless = False
+    can_share_scale = True
+
+    def __init__(self, bits: int = 8, bucket: int = 512, norm: str = "max", shared: bool = False):
+        values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared}
+        for k, p in PARAMS.items():
+            values[k] = p.convert("codec 'qsgd'", k, values[k])
+        self.bits, self.bucket = values["bits"], values["bucket"]
+        self.norm, self.shared = values["norm"], values["shared"]
+        self.levels = 1 if self.bits == 1 else 2**self.bits - 2  # L: intervals on [-M, M]
+        self.summable = self.shared
+        self.needs_shared_scale = self.shared
+        self.name = canonical("qsgd", PARAMS, values)
+
+    def with_shared_scale(self) -> QSGD:
+        """The same quantizer in shared-scale mode (summable)."""
+        return self if self.shared else QSGD(self.bits, self.bucket, self.norm, shared=True)
+
+    def buckets(self, numel: int) -> int:
+        """Number of buckets (scales) for a chunk of ``numel`` values."""
+        return -(-numel // self.bucket)
+
+    def _rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` zero-padded to whole buckets, as ``(buckets, bucket)``."""
+        nb = self.buckets(x.numel())
+        padded = torch.zeros(nb * self.bucket, dtype=x.dtype, device=x.device)
+        padded[: x.numel()] = x
+        return padded.view(nb, self.bucket)
+
+    def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
+        """This worker's per-bucket scale, shape ``(buckets,)`` float32 (``key`` is not used)."""
+        rows = self._rows(as_chunk(x))
+        if self.norm == "max":
+            return rows.abs().amax(dim=1) if rows.shape[0] else rows.new_zeros(0)
+        return torch.linalg.vector_norm(rows, dim=1)
+
+    def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
+        """Quantize ``x``; with ``scale`` (``(buckets,)``, e.g. the agreed max) use it instead of
+        the local one. Values beyond the scale are clipped to it. The rounding draws come from
+        ``generator_for(key, "qsgd", shared=False)``: independent across ranks and hops."""
+        x = as_chunk(x)
+        n, nb = x.numel(), self.buckets(x.numel())
+        if scale is None:
+            scale = self.local_scale(x)
+        else:
+            scale = scale.detach().to(device=x.device, dtype=torch.float32).reshape(-1)
+            if scale.numel() != nb:
+                raise ValueError(f"{self.name}: scale has {scale.numel()} entries; need {nb}")
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))  # all-zero bucket: no 0/0
+        unit = (self._rows(x) / safe[:, None]).clamp_(-1.0, 1.0)
+        level = (unit + 1.0) * (self.levels / 2)  # in [0, L]
+        low = level.floor()
+        gen = generator_for(key, "qsgd", device=x.device, shared=False)
+        up = torch.rand(level.shape, generator=gen, device=x.device) < (level - low)
+        codes = (low + up).clamp_(0, self.levels).to(torch.int64).reshape(-1)[:n]
+        return self._payload(codes, scale, n, count=1)
+
+    def _payload(self, codes: torch.Tensor, scale: torch.Tensor, n: int, count: int) -> Payload:
+        width = max(self.bits, bits_for(count * self.levels))
+        return Payload(
+            {"codes": pack_bits(codes, width), "scales": scale.to(torch.float32)},
+            numel=n,
+            header={"numel": n, "bits": width, "count": count},
+            header_bytes=HEADER_BYTES,
+        )
+
+    def codes(self, payload: Payload) -> torch.Tensor:
+        """The integer levels of ``payload`` (summed levels for a sum), int64 ``(numel,)``."""
+        return unpack_bits(payload.tensors["codes"], payload.header["bits"], payload.numel)
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """``M * (2U - count*L) / L`` per value, computed exactly in integers then scaled once."""
+        n, count = payload.numel, payload.header["count"]
+        scale = payload.tensors["scales"]
+        centred = 2 * self.codes(payload) - count * self.levels  # exact integers
+        rows = torch.zeros(scale.numel() * self.bucket, dtype=torch.float64, device=scale.device)
+        rows[:n] = centred.to(torch.float64)
+        step = scale.to(torch.float64) / self.levels  # (buckets,)
+        return (rows.view(-1, self.bucket) * step[:, None]).reshape(-1)[:n].to(torch.float32)
+
+    def add(self, a: Payload, b: Payload) -> Payload:
+        """Sum of two shared-scale payloads: integer codes add, the width grows as needed."""
+        if not self.shared:
+            raise TypeError(f"codec {self.name!r} is not summable; use with_shared_scale()")
+        if a.numel != b.numel:
+            raise ValueError(f"{self.name}: cannot add payloads of {a.numel} and {b.numel} values")
+        if not torch.equal(a.tensors["scales"], b.tensors["scales"]):
+            raise ValueError(f"{self.name}: payloads were encoded with different scales")
+        total = self.codes(a) + self.codes(b)
+        count = a.header["count"] + b.header["count"]
+        return self._payload(total, a.tensors["scales"], a.numel, count)
+
+    def coordinate_variance_bound(
+        self, x: torch.Tensor, scale: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Per-value bound on ``E(decode(encode(x))_i - x_i)**2``, float64 ``(numel,)``.
+
+        ``min(D**2/4, D*|x_i|)`` with spacing ``D = 2M/L`` when zero is a level (``bits >= 2``);
+        for ``bits = 1`` the exact variance ``M**2 - x_i**2`` of stochastic sign.
+        """
+        x = as_chunk(x)
+        scale = self.local_scale(x) if scale is None else scale.to(torch.float32)
+        m = scale.to(torch.float64)[:, None]  # (buckets, 1)
+        mag = self._rows(x).abs().to(torch.float64).clamp(max=m)
+        if self.bits == 1:
+            bound = m**2 - mag**2
+        else:
+            spacing = 2 * m / self.levels
+            bound = torch.minimum(spacing**2 / 4, spacing * mag)
+        return bound.reshape(-1)[: x.numel()]
+
+    def variance_bound(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> float:
+        """Upper bound on ``E||decode(encode(x)) - x||**2``: the sum of the per-value bounds."""
+        return float(self.coordinate_variance_bound(x, scale).sum())
+
+
+@CODECS.register("qsgd", **PARAMS)
+def build_qsgd(bits: int, bucket: int, norm: str, shared: bool) -> QSGD:
+    """stochastic b-bit quantization, one scale per bucket, unbiased"""
+    return QSGD(bits, bucket, norm, shared)

@@ -1,0 +1,98 @@
+"""Random-k with shared coordinates: every worker draws the same ``k`` indices from the chunk key.
+
+The indices come from ``generator_for(key, "randk")`` (run seed, step, chunk; not the rank), so only
+the ``k`` values travel and value vectors of different workers line up: payloads add elementwise
+(summable), which lets a ring reduce-scatter them like dense chunks. With ``scale=true`` decoding
+multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kept with probability
+``k/n``).
+
+Wire layout: ``values`` float32 ``(k,)``. Header (12 bytes): numel, step and chunk as uint32; the
+receiver re-derives the indices from them and the run seed, which every worker knows.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import Param
+from .base import ChunkKey, Payload, generator_for
+from .sparse import Sparsifier
+from .spec import CODECS, canonical
+
+__all__ = ["RandomK", "HEADER_BYTES"]
+
+HEADER_BYTES = 4 + 4 + 4  # numel, step, chunk (uint32 each)
+
+PARAMS = {
+    "ratio": Param(
+        0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0
+    ),
+    "scale": Param(True, "multiply by n/k on decode, so the estimate is unbiased"),
+}
+
+
+class RandomK(Sparsifier):
+    """Keep ``k = round(ratio * n)`` coordinates drawn from the chunk key, the same on every worker.
+
+    Parameters
+    ----------
+    ratio : float
+        Share of values kept, in [0, 1]; at least one value is kept from a non-empty chunk.
+    scale : bool
+        Multiply the kept values by ``n/k`` on decode (unbiased estimate).
+    """
+
+    summable = True
+    needs_shared_scale = False
+    fixed_size = True
+    lossless = False
+
+    def __init__(self, ratio: float = 0.01, scale: bool = True) -> None:
+        self.ratio = PARAMS["ratio"].convert("codec 'randk'", "ratio", ratio)
+        self.scale = PARAMS["scale"].convert("codec 'randk'", "scale", scale)
+        self.name = canonical("randk", PARAMS, {"ratio": self.ratio, "scale": self.scale})
+
+    def indices(
+        self, numel: int, key: ChunkKey, device: str | torch.device = "cpu"
+    ) -> torch.Tensor:
+        """The ``k`` sorted coordinates (int64) that every worker keeps for chunk ``key``."""
+        gen = generator_for(key, "randk", device=device, shared=True)
+        perm = torch.randperm(numel, generator=gen, device=device)
+        return perm[: self.k_for(numel)].sort().values
+
+    def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
+        """The values at the shared coordinates, and a header naming the chunk."""
+        values = x[self.indices(x.numel(), key, x.device)]
+        header = {"numel": x.numel(), "seed": key.seed, "step": key.step, "chunk": key.chunk}
+        return values, Payload({}, x.numel(), header, HEADER_BYTES)
+
+    def expand(self, values: torch.Tensor, rest: Payload) -> torch.Tensor:
+        """Scatter ``values`` (times ``n/k`` with ``scale``) to the coordinates of the chunk key."""
+        n, h = rest.numel, rest.header
+        key = ChunkKey(h["seed"], h["step"], h["chunk"])
+        out = torch.zeros(n, dtype=torch.float32, device=values.device)
+        k = values.numel()
+        if k:
+            gain = n / k if self.scale else 1.0
+            out[self.indices(n, key, values.device)] = values.to(torch.float32) * gain
+        return out
+
+    def aligned(self, a: Payload, b: Payload) -> bool:
+        """Same chunk length, run seed, step and chunk id: the same coordinates."""
+        fields = ("numel", "seed", "step", "chunk")
+        return all(a.header.get(f) == b.header.get(f) for f in fields)
+
+    def add(self, a: Payload, b: Payload) -> Payload:
+        """Elementwise sum of two aligned value vectors (same chunk key)."""
+        if not self.aligned(a, b):
+            raise ValueError(
+                f"{self.name}: payloads of different chunk keys keep different coordinates"
+            )
+        total = a.tensors["values"] + b.tensors["values"]
+        return self.merge(total, self.rest_of(a))
+
+
+@CODECS.register("randk", **PARAMS)
+def build_randk(ratio: float, scale: bool) -> RandomK:
+    """random-k with coordinates shared through the chunk key; only values travel"""
+    return RandomK(ratio, scale)

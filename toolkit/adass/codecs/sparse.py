@@ -1,0 +1,70 @@
+"""Sparsifiers: codecs that keep ``k`` of ``n`` values (random-k, top-k) and can hand the kept value
+vector to another codec (``randk+qsgd``, see ``stack.py``).
+
+A sparsifier splits a chunk into the kept values and the rest of its payload (indices, header);
+``encode`` sends the values as float32, a stack sends them through an inner codec instead.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from .base import ChunkKey, Codec, Payload, as_chunk
+
+__all__ = ["Sparsifier", "kept_count"]
+
+
+def kept_count(numel: int, ratio: float) -> int:
+    """``round(ratio * numel)`` values, at least 1 when ``numel > 0`` and at most ``numel``."""
+    if numel <= 0:
+        return 0
+    return min(numel, max(1, round(ratio * numel)))
+
+
+class Sparsifier(Codec):
+    """A codec that sends ``k`` values of a chunk; subclasses say which and how they are found.
+
+    Wire layout of a plain sparsifier payload: ``values`` (float32, ``(k,)``) plus whatever
+    ``split`` adds (``indices`` for top-k) and its header.
+    """
+
+    ratio: float
+
+    def k_for(self, numel: int) -> int:
+        """Number of values kept from a chunk of ``numel``."""
+        return kept_count(numel, self.ratio)
+
+    @abstractmethod
+    def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
+        """The kept values ``(k,)`` and the payload without them (indices, header)."""
+
+    @abstractmethod
+    def expand(self, values: torch.Tensor, rest: Payload) -> torch.Tensor:
+        """The dense ``(numel,)`` tensor that ``values`` and ``rest`` stand for."""
+
+    def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
+        """Keep ``k`` values of ``x`` and send them as float32 (``scale`` is not used)."""
+        values, rest = self.split(as_chunk(x), key)
+        return self.merge(values, rest)
+
+    def merge(self, values: torch.Tensor, rest: Payload) -> Payload:
+        """Put the kept values (float32) back into the payload."""
+        tensors = {"values": values.to(torch.float32), **rest.tensors}
+        return Payload(
+            tensors, numel=rest.numel, header=dict(rest.header), header_bytes=rest.header_bytes
+        )
+
+    def rest_of(self, payload: Payload) -> Payload:
+        """``payload`` without its ``values`` tensor."""
+        tensors = {k: v for k, v in payload.tensors.items() if k != "values"}
+        return Payload(tensors, payload.numel, dict(payload.header), payload.header_bytes)
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """Scatter the kept values into a dense float32 chunk of zeros."""
+        return self.expand(payload.tensors["values"].to(torch.float32), self.rest_of(payload))
+
+    def aligned(self, a: Payload, b: Payload) -> bool:
+        """Whether two payloads keep the same coordinates (so their value vectors can be added)."""
+        return False

@@ -1,0 +1,103 @@
+"""Stacked codecs: a sparsifier keeps ``k`` values and an inner codec encodes that value vector.
+
+``randk:ratio=0.01+qsgd:bits=8`` is RS+Q: the shared random coordinates keep payloads aligned, and
+the k values are quantized. The stack is summable when both parts are, i.e. ``randk`` with a
+shared-scale QSGD (``with_shared_scale()``); then the ring reduces the aligned quantized vectors.
+
+Wire layout: the sparsifier's own tensors and header (indices for top-k, the chunk key for
+random-k), plus the inner payload's tensors under ``inner.<name>`` and its header under
+``header["inner"]``; ``header_bytes`` is the sum of both headers.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import SpecError
+from .base import ChunkKey, Codec, Payload, as_chunk
+from .sparse import Sparsifier
+
+__all__ = ["StackCodec"]
+
+_PREFIX = "inner."
+
+
+class StackCodec(Codec):
+    """Sparsify with ``outer``, then encode the kept values with ``inner``.
+
+    Parameters
+    ----------
+    outer : Sparsifier
+        Chooses the kept values (``randk`` or ``topk``).
+    inner : Codec
+        Encodes the ``(k,)`` value vector (for example ``qsgd``).
+    """
+
+    lossless = False
+
+    def __init__(self, outer: Codec, inner: Codec) -> None:
+        if not isinstance(outer, Sparsifier):
+            raise SpecError(
+                f"codec {outer.name + '+' + inner.name!r}: only a sparsifier (randk|topk) "
+                f"can stand before '+'; got {outer.name!r}"
+            )
+        self.outer, self.inner = outer, inner
+        self.name = f"{outer.name}+{inner.name}"
+        self.summable = outer.summable and inner.summable
+        self.needs_shared_scale = inner.needs_shared_scale
+        self.can_share_scale = outer.summable and inner.can_share_scale
+        self.fixed_size = outer.fixed_size and inner.fixed_size
+
+    def with_shared_scale(self) -> StackCodec:
+        """The stack with the inner codec in shared-scale mode (summable with random-k)."""
+        if self.needs_shared_scale:
+            return self
+        if not self.can_share_scale:
+            raise TypeError(f"codec {self.name!r} has no shared-scale mode")
+        return StackCodec(self.outer, self.inner.with_shared_scale())
+
+    def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
+        """The inner codec's scale of the kept values; needs ``key`` (it picks the coordinates)."""
+        if key is None:
+            raise TypeError(f"codec {self.name!r}: local_scale needs the chunk key")
+        values, _ = self.outer.split(as_chunk(x), key)
+        return self.inner.local_scale(values, key)
+
+    def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
+        """Keep values with ``outer``, encode them with ``inner`` (``scale`` goes to ``inner``)."""
+        values, rest = self.outer.split(as_chunk(x), key)
+        return self._join(rest, self.inner.encode(values, key, scale=scale))
+
+    def _join(self, rest: Payload, inner: Payload) -> Payload:
+        tensors = {**rest.tensors, **{_PREFIX + k: t for k, t in inner.tensors.items()}}
+        header = {**rest.header, "inner": inner.header, "inner_header_bytes": inner.header_bytes}
+        return Payload(tensors, rest.numel, header, rest.header_bytes + inner.header_bytes)
+
+    def _parts(self, payload: Payload) -> tuple[Payload, Payload]:
+        """Split a stacked payload into the sparsifier's rest and the inner payload."""
+        h = dict(payload.header)
+        inner_header, inner_bytes = h.pop("inner"), h.pop("inner_header_bytes")
+        inner_tensors = {
+            k[len(_PREFIX) :]: t for k, t in payload.tensors.items() if k.startswith(_PREFIX)
+        }
+        rest_tensors = {k: t for k, t in payload.tensors.items() if not k.startswith(_PREFIX)}
+        k = self.outer.k_for(payload.numel)
+        rest = Payload(rest_tensors, payload.numel, h, payload.header_bytes - inner_bytes)
+        return rest, Payload(inner_tensors, k, inner_header, inner_bytes)
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """Decode the inner values, then scatter them with the sparsifier."""
+        rest, inner = self._parts(payload)
+        return self.outer.expand(self.inner.decode(inner), rest)
+
+    def add(self, a: Payload, b: Payload) -> Payload:
+        """Sum of two aligned payloads: the inner payloads add (shared-scale QSGD codes add)."""
+        if not self.summable:
+            raise TypeError(f"codec {self.name!r} is not summable")
+        rest_a, inner_a = self._parts(a)
+        rest_b, inner_b = self._parts(b)
+        if not self.outer.aligned(rest_a, rest_b):
+            raise ValueError(
+                f"{self.name}: payloads of different chunk keys keep different coordinates"
+            )
+        return self._join(rest_a, self.inner.add(inner_a, inner_b))

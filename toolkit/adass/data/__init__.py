@@ -1,0 +1,24 @@
+"""Datasets (bundled, synthetic, local files) and how a training set is split across workers.
+
+>>> from adass.data import load_dataset, shard_indices
+>>> data = load_dataset("synthetic:n=2000,hard=0.3", seed=1)
+>>> shards = shard_indices(data.y_train, world=4, spec="dirichlet:alpha=0.3", seed=1)
+"""
+
+from . import cifar, idx, mnist5k, svmlight, synthetic  # noqa: F401  (each registers its loader)
+from .base import DataError, Dataset
+from .catalog import DATASETS, load_dataset
+from .mnist5k import data_dir
+from .sharding import SHARDINGS, shard_indices
+from .synthetic import make_mixture
+
+__all__ = [
+    "DATASETS",
+    "DataError",
+    "Dataset",
+    "SHARDINGS",
+    "data_dir",
+    "load_dataset",
+    "make_mixture",
+    "shard_indices",
+]

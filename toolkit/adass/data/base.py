@@ -1,0 +1,73 @@
+"""The in-memory dataset every loader returns, and the errors loaders raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+__all__ = ["Dataset", "DataError", "images_to_tensor", "labels_to_tensor"]
+
+
+class DataError(ValueError):
+    """A dataset file that is missing, truncated or inconsistent; the message names the file."""
+
+
+@dataclass
+class Dataset:
+    """Train and test tensors of one dataset.
+
+    Attributes
+    ----------
+    name : str
+        The spec it was built from (``mnist5k``, ``synthetic:n=2000``, ...).
+    x_train, x_test : Tensor
+        ``(n, *shape)`` float32 features, already scaled (images in [0, 1]).
+    y_train, y_test : Tensor
+        ``(n,)`` int64 labels in ``[0, classes)``.
+    shape : tuple of int
+        Shape of one sample: ``(C, H, W)`` for images, ``(d,)`` for vectors.
+    classes : int
+        Number of classes.
+    extras : dict of str to Tensor
+        Optional per-sample annotations of the training set, each ``(n_train,)``; the synthetic
+        generator records ``clean_labels`` and ``hard`` here.
+    """
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    shape: tuple[int, ...]
+    classes: int
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def is_image(self) -> bool:
+        return len(self.shape) == 3
+
+    @property
+    def n_train(self) -> int:
+        return int(self.y_train.shape[0])
+
+    @property
+    def n_test(self) -> int:
+        return int(self.y_test.shape[0])
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({self.name!r}, train={self.n_train}, test={self.n_test}, "
+            f"shape={self.shape}, classes={self.classes})"
+        )
+
+
+def images_to_tensor(images: np.ndarray) -> torch.Tensor:
+    """``(n, C, H, W)`` uint8 pixels -> float32 tensor in [0, 1]."""
+    return torch.from_numpy(np.asarray(images).astype(np.float32)).div_(255.0)  # copies
+
+
+def labels_to_tensor(labels: np.ndarray) -> torch.Tensor:
+    """``(n,)`` integer labels -> int64 tensor."""
+    return torch.from_numpy(np.asarray(labels, dtype=np.int64).copy())

@@ -1,0 +1,124 @@
+"""``cifar10:DIR``: the CIFAR-10 "python version" batches (``data_batch_1..5``, ``test_batch``)."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..registry import Param
+from .base import DataError, Dataset, images_to_tensor, labels_to_tensor
+from .catalog import DATASETS
+from .files import find_file, read_bytes, require_dir
+
+__all__ = ["read_batch"]
+
+TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+TEST_BATCH = "test_batch"
+SUBFOLDER = "cifar-10-batches-py"
+CLASSES = 10
+_PIXELS = 3 * 32 * 32
+
+# A pickle can run arbitrary code; the batches only need numpy's array reconstruction.
+_ALLOWED_GLOBALS = {
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),  # protocol 5
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.multiarray", "scalar"),  # numpy integers among the labels
+    ("numpy._core.multiarray", "scalar"),
+}
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+        return super().find_class(module, name)
+
+
+def _field(batch: dict, key: str) -> Any:
+    # batches pickled under Python 2 have bytes keys; ones written by Python 3 may have str keys
+    for candidate in (key.encode(), key):
+        if candidate in batch:
+            return batch[candidate]
+    return None
+
+
+def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read one pickled batch.
+
+    Parameters
+    ----------
+    path : Path
+        A batch file: a pickled dict with ``data`` ``(n, 3072)`` uint8 and ``labels`` (n ints).
+
+    Returns
+    -------
+    images : ndarray
+        ``(n, 3, 32, 32)`` uint8.
+    labels : ndarray
+        ``(n,)`` int64 in ``[0, 10)``.
+
+    Raises
+    ------
+    DataError
+        Unreadable pickle, missing fields, wrong shapes or labels out of range.
+    """
+    raw = read_bytes("cifar10", path)
+    try:
+        batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
+    except Exception as err:  # a damaged pickle can fail in many ways
+        raise DataError(
+            f"cifar10: {path}: unreadable pickle ({type(err).__name__}: {err})"
+        ) from None
+    if not isinstance(batch, dict):
+        raise DataError(f"cifar10: {path}: expected a pickled dict, found {type(batch).__name__}")
+    data, labels = _field(batch, "data"), _field(batch, "labels")
+    if data is None or labels is None:
+        raise DataError(f"cifar10: {path}: the batch needs 'data' and 'labels'")
+    data = np.asarray(data)
+    labels = np.asarray(labels)
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != _PIXELS:
+        raise DataError(
+            f"cifar10: {path}: data is {data.dtype}{data.shape}, expected uint8(n, {_PIXELS})"
+        )
+    if labels.ndim != 1 or labels.shape[0] != data.shape[0]:
+        raise DataError(f"cifar10: {path}: {labels.size} labels for {data.shape[0]} images")
+    if labels.size and (labels.min() < 0 or labels.max() >= CLASSES):
+        bad = labels.max() if labels.max() >= CLASSES else labels.min()
+        raise DataError(f"cifar10: {path}: label {bad} is out of range 0..{CLASSES - 1}")
+    # rows hold the red plane, then green, then blue, each 32x32 row-major
+    return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
+
+
+def _batch_folder(path: str) -> Path:
+    folder = require_dir("cifar10", path)
+    nested = folder / SUBFOLDER
+    return nested if nested.is_dir() else folder
+
+
+@DATASETS.register(
+    "cifar10",
+    path=Param("", f"folder with data_batch_1..5 and test_batch (or one holding {SUBFOLDER}/)"),
+)
+def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
+    """CIFAR-10 from the pickled python batches in a local folder."""
+    del seed  # the files fix the split
+    folder = _batch_folder(path)
+    train = [read_batch(find_file("cifar10", folder, b, gz=False)) for b in TRAIN_BATCHES]
+    x_test, y_test = read_batch(find_file("cifar10", folder, TEST_BATCH, gz=False))
+    return Dataset(
+        name=name,
+        x_train=images_to_tensor(np.concatenate([x for x, _ in train])),
+        y_train=labels_to_tensor(np.concatenate([y for _, y in train])),
+        x_test=images_to_tensor(x_test),
+        y_test=labels_to_tensor(y_test),
+        shape=(3, 32, 32),
+        classes=CLASSES,
+    )

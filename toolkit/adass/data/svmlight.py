@@ -1,0 +1,102 @@
+"""``svmlight:PATH[,test=PATH]``: LIBSVM / svmlight text files, densified to float32."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.datasets import load_svmlight_file
+
+from ..registry import Param
+from .base import DataError, Dataset, labels_to_tensor
+from .catalog import DATASETS
+
+__all__ = ["holdout_split", "read_svmlight"]
+
+
+def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read one file with indices taken literally (column ``j`` is index ``j``).
+
+    Returns dense float32 features ``(n, max_index + 1)`` and the raw float labels ``(n,)``;
+    the caller decides whether indices were one-based, looking at all files together.
+    """
+    if not path.is_file():
+        raise DataError(f"svmlight: file {path} not found")
+    try:
+        x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
+    except (ValueError, OSError, EOFError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"svmlight: {path}: cannot parse ({reason})") from None
+    if x.shape[0] == 0:
+        raise DataError(f"svmlight: {path}: no samples")
+    return x.toarray(), y
+
+
+def holdout_split(labels: np.ndarray, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded train/test indices, stratified by label where classes are big enough.
+
+    Each class sends ``round(share * count)`` of its samples to test; if that leaves the test set
+    empty (tiny data), a plain random split is used instead.
+    """
+    rng = np.random.default_rng(seed)
+    test_parts = []
+    for value in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == value))
+        test_parts.append(members[: round(share * members.size)])
+    test = np.concatenate(test_parts)
+    if test.size == 0 and labels.size > 1:
+        test = rng.permutation(labels.size)[: max(1, round(share * labels.size))]
+    train_mask = np.ones(labels.size, dtype=bool)
+    train_mask[test] = False
+    return rng.permutation(np.flatnonzero(train_mask)), rng.permutation(test)
+
+
+def _pad(x: np.ndarray, d: int) -> np.ndarray:
+    return np.pad(x, ((0, 0), (0, d - x.shape[1]))) if x.shape[1] < d else x
+
+
+@DATASETS.register(
+    "svmlight",
+    path=Param("", "training file in LIBSVM / svmlight format"),
+    test=Param("", "test file; without it a seeded holdout of the training file is used"),
+    holdout=Param(0.2, "share held out for test when no test file is given", low=0.01, high=0.9),
+)
+def load_svmlight(
+    path: str, test: str, holdout: float, *, seed: int = 0, name: str = "svmlight"
+) -> Dataset:
+    """LIBSVM / svmlight files; labels mapped to 0..K-1 in sorted order."""
+    if not path:
+        raise DataError("svmlight: no file given; write svmlight:PATH or svmlight:PATH,test=PATH")
+    files = [Path(path).expanduser()] + ([Path(test).expanduser()] if test else [])
+    parts = [read_svmlight(f) for f in files]
+    # Like LIBSVM, indices are one-based unless some file uses index 0 (sklearn's "auto", but
+    # decided across all files at once so train and test columns line up).
+    if not any(x.shape[1] and x[:, 0].any() for x, _ in parts):
+        parts = [(x[:, 1:], y) for x, y in parts]
+    d = max(x.shape[1] for x, _ in parts)
+    parts = [(_pad(x, d), y) for x, y in parts]
+
+    values = np.unique(np.concatenate([y for _, y in parts]))  # sorted: label k is the k-th value
+    codes = [np.searchsorted(values, y) for _, y in parts]
+    if test:
+        (x_train, _), (x_test, _) = parts
+        y_train, y_test = codes
+    else:
+        x_all, y_all = parts[0][0], codes[0]
+        train_idx, test_idx = holdout_split(y_all, holdout, seed)
+        x_train, y_train, x_test, y_test = (
+            x_all[train_idx],
+            y_all[train_idx],
+            x_all[test_idx],
+            y_all[test_idx],
+        )
+    return Dataset(
+        name=name,
+        x_train=torch.from_numpy(np.ascontiguousarray(x_train, dtype=np.float32)),
+        y_train=labels_to_tensor(y_train),
+        x_test=torch.from_numpy(np.ascontiguousarray(x_test, dtype=np.float32)),
+        y_test=labels_to_tensor(y_test),
+        shape=(d,),
+        classes=int(values.size),
+    )

@@ -1,0 +1,189 @@
+"""Tidy run records (steps, traffic, selection, evaluation) and the sinks that collect them.
+
+Units live in the field names (``_s`` seconds, ``_bytes`` bytes). A run directory holds
+``config.json`` and one Parquet file per record kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = [
+    "EvalRecord",
+    "MemorySink",
+    "ParquetSink",
+    "RECORD_FILES",
+    "SelectionRecord",
+    "StepRecord",
+    "TrafficRecord",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "load_run",
+]
+
+
+@dataclass
+class StepRecord:
+    run: str
+    epoch: int
+    step: int
+    rank: int
+    samples: int
+    loss: float
+    compute_s: float
+    encode_s: float = 0.0
+    comm_s: float = 0.0
+    decode_s: float = 0.0
+    wait_s: float = 0.0
+
+
+@dataclass
+class TrafficRecord:
+    run: str
+    epoch: int
+    step: int
+    phase: str  # push | pull | reduce_scatter | all_gather | scale
+    hop: int
+    src: int
+    dst: int
+    chunk: int
+    raw_bytes: int
+    wire_bytes: int
+    seconds: float
+    sim_seconds: float
+
+
+@dataclass
+class SelectionRecord:
+    run: str
+    epoch: int
+    rank: int
+    sample_id: int
+    bound: float
+    kept: bool
+
+
+@dataclass
+class EvalRecord:
+    run: str
+    epoch: int
+    wall_s: float
+    backprops: int
+    forwards: int
+    wire_bytes: int
+    train_loss: float
+    test_loss: float
+    test_acc: float
+    kept_frac: float = 1.0
+
+
+RECORD_FILES: dict[type, str] = {
+    EvalRecord: "eval.parquet",
+    StepRecord: "steps.parquet",
+    SelectionRecord: "selection.parquet",
+    TrafficRecord: "traffic.parquet",
+}
+
+
+def columns(kind: type) -> list[str]:
+    return [f.name for f in fields(kind)]
+
+
+class MemorySink:
+    """Keeps records in lists, by kind; ``frame(kind)`` gives a DataFrame."""
+
+    def __init__(self) -> None:
+        self.records: dict[type, list[Any]] = {kind: [] for kind in RECORD_FILES}
+        self.frames: dict[type, list[pd.DataFrame]] = {kind: [] for kind in RECORD_FILES}
+
+    def write(self, record: Any) -> None:
+        self.records[type(record)].append(record)
+
+    def write_frame(self, kind: type, frame: pd.DataFrame) -> None:
+        """Add many records of ``kind`` at once, as a DataFrame with its columns."""
+        self.frames[kind].append(frame[columns(kind)])
+
+    def extend(self, records: list[Any]) -> None:
+        for r in records:
+            self.write(r)
+
+    def frame(self, kind: type) -> pd.DataFrame:
+        parts = list(self.frames.get(kind, []))
+        rows = self.records.get(kind, [])
+        if rows:
+            parts.append(pd.DataFrame([asdict(r) for r in rows], columns=columns(kind)))
+        if not parts:
+            return pd.DataFrame(columns=columns(kind))
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+
+    def close(self) -> None:
+        pass
+
+
+class ParquetSink(MemorySink):
+    """Collects records in memory and writes ``DIR/<kind>.parquet`` on ``flush``/``close``.
+
+    Every file is written atomically (temp file, then rename), so a crashed run never leaves a
+    half-written Parquet file behind.
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if config is not None:
+            atomic_write_text(self.out_dir / "config.json", json.dumps(config, indent=2, default=str))
+
+    def flush(self) -> None:
+        for kind, filename in RECORD_FILES.items():
+            frame = self.frame(kind)
+            _atomic_parquet(frame, self.out_dir / filename)
+
+    def close(self) -> None:
+        self.flush()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same folder and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def _atomic_parquet(frame: pd.DataFrame, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Read a run directory: ``{"config": dict, "eval": DataFrame, "steps": ..., ...}``."""
+    run_dir = Path(run_dir)
+    out: dict[str, Any] = {"config": json.loads((run_dir / "config.json").read_text())}
+    for kind, filename in RECORD_FILES.items():
+        path = run_dir / filename
+        key = filename.removesuffix(".parquet")
+        out[key] = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=columns(kind))
+    return out

@@ -1,0 +1,30 @@
+"""Sample-selection policies: ``full``, ``random``, ``infobatch``, ``selective_backprop``, ``adass``."""
+
+from . import adass, full, infobatch, random_subset, selective_backprop  # noqa: F401  (registers)
+from .adass import AdassSampler, drop_within_budget
+from .base import SAMPLERS, Sampler, SamplerBase, Selection, shuffled
+from .full import FullSampler
+from .infobatch import InfoBatchSampler
+from .random_subset import RandomSampler
+from .selective_backprop import SelectiveBackpropSampler
+
+__all__ = [
+    "SAMPLERS",
+    "AdassSampler",
+    "FullSampler",
+    "InfoBatchSampler",
+    "RandomSampler",
+    "Sampler",
+    "SamplerBase",
+    "Selection",
+    "SelectiveBackpropSampler",
+    "build_sampler",
+    "drop_within_budget",
+    "shuffled",
+]
+
+
+def build_sampler(spec: str, **context: object) -> Sampler:
+    """Build a sampler from its spec; ``context`` carries ``n``, ``seed``, ``epochs`` and, for
+    ``adass``, ``feature_sq_norms`` and ``linear``."""
+    return SAMPLERS.build(spec, **context)

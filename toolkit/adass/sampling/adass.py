@@ -1,0 +1,201 @@
+"""``adass``: keep the samples whose gradient-norm bounds matter; drop the rest within a budget ``eps``.
+
+For a non-negative, L_i-smooth loss, ``||grad f_i|| <= b_i = sqrt(2 L_i f_i)``. Dropping a set D moves
+the full gradient by at most ``(1/n) sum_{i in D} b_i``, so each epoch ADASS drops the largest set
+of smallest bounds whose sum stays within ``eps`` of the total. A dropped sample's bound grows with
+the distance the model has travelled since its last visit (``sqrt f_i`` is ``sqrt(L_i/2)``-Lipschitz),
+so samples come back as the model moves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from ..registry import Param
+from .base import SAMPLERS, SamplerBase, Selection, shuffled
+
+__all__ = ["AdassSampler", "drop_within_budget"]
+
+
+def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch.Tensor:
+    """Boolean mask of the samples to drop: the longest run of smallest bounds with sum <= eps * total.
+
+    Parameters
+    ----------
+    bounds : Tensor
+        ``(n,)`` non-negative bounds; ``inf`` (never visited) is never dropped.
+    eps : float
+        Budget as a share of the total bound (finite part).
+    max_drop : int
+        At most this many samples are dropped (the ``min_keep`` safeguard).
+    """
+    n = int(bounds.numel())
+    drop = torch.zeros(n, dtype=torch.bool)
+    finite = torch.isfinite(bounds)
+    if n == 0 or eps <= 0 or max_drop <= 0 or not bool(finite.any()):
+        return drop
+    order = torch.argsort(torch.where(finite, bounds, torch.inf), stable=True)
+    ranked = bounds[order].double()
+    total = ranked[torch.isfinite(ranked)].sum()
+    cum = torch.cumsum(torch.where(torch.isfinite(ranked), ranked, torch.inf), 0)
+    count = int((cum <= eps * total).sum())
+    drop[order[: min(count, max_drop)]] = True
+    return drop
+
+
+@SAMPLERS.register(
+    "adass",
+    doc="adaptive sample selection by gradient-norm bounds within an error budget",
+    eps=Param(0.2, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
+    warmup=Param(2, "first epochs on full data", low=0, high=100_000),
+    final=Param(1, "last epochs on full data", low=0, high=100_000),
+    min_keep=Param(0.1, "smallest share of the shard kept", low=0.0, high=1.0),
+    lipschitz=Param(
+        "auto", "smoothness constants L_i", choices=("auto", "exact", "feature", "const", "empirical")
+    ),
+    L=Param(1.0, "the constant for lipschitz=const", low=1e-12, high=1e12),
+    quantile=Param(0.5, "lipschitz=empirical: quantile of observed sqrt-loss slopes", low=0.0, high=1.0),
+    decay=Param(0.5, "lipschitz=empirical: per-epoch decay of the slope estimate", low=0.0, high=1.0),
+    refresh=Param(0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000),
+)
+class AdassSampler(SamplerBase):
+    """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth."""
+
+    def __init__(
+        self,
+        eps: float,
+        warmup: int,
+        final: int,
+        min_keep: float,
+        lipschitz: str,
+        L: float,
+        quantile: float,
+        decay: float,
+        refresh: int,
+        *,
+        n: int,
+        seed: int = 0,
+        epochs: int = 1,
+        feature_sq_norms: torch.Tensor | None = None,
+        linear: bool = False,
+        **_: object,
+    ) -> None:
+        super().__init__(n, seed, epochs)
+        self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
+        self.quantile, self.decay, self.refresh = quantile, decay, refresh
+        if lipschitz == "auto":
+            lipschitz = "exact" if linear else "empirical"
+        if lipschitz in ("exact", "feature") and feature_sq_norms is None:
+            raise ValueError(f"adass: lipschitz={lipschitz} needs the samples' feature norms")
+        self.lipschitz = lipschitz
+        if lipschitz in ("exact", "feature"):
+            # softmax cross-entropy of an affine map: Hessian in w is at most (||x||^2 + 1) / 2
+            self.L = (feature_sq_norms.float().cpu() + 1.0) / 2.0
+        else:
+            self.L = torch.full((self.n,), float(L) if lipschitz == "const" else 1.0)
+        self.sqrt_f = torch.full((self.n,), float("nan"))
+        self.path_at = torch.zeros(self.n, dtype=torch.float64)
+        self.growth = torch.zeros(self.n)
+        self.path_now = 0.0
+        self.path_last_select = 0.0
+        self.slope = 0.0  # empirical Lipschitz constant of sqrt(loss) along the path
+        self.slopes: list[torch.Tensor] = []
+        self.kept = torch.ones(self.n, dtype=torch.bool)
+        self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
+
+    # -- scores ---------------------------------------------------------------------------
+    def drift_rate(self) -> torch.Tensor:
+        """Growth of sqrt(f_i) per unit of path length: sqrt(L_i/2), or the empirical slope."""
+        if self.lipschitz == "empirical":
+            return torch.full((self.n,), self.slope)
+        return torch.sqrt(self.L / 2.0)
+
+    def _growth_since_select(self) -> torch.Tensor:
+        """Drift since the later of each sample's last visit and the last selection."""
+        floor = torch.tensor(self.path_last_select, dtype=torch.float64)
+        since = (self.path_now - torch.maximum(self.path_at, floor)).clamp_min(0).float()
+        return self.drift_rate() * since
+
+    def bounds(self) -> torch.Tensor:
+        """``sqrt(2 L_i) * (sqrt f_i + growth_i)`` now; ``inf`` for samples never visited."""
+        self._absorb()
+        sqrt_f = torch.where(torch.isnan(self.sqrt_f), torch.inf, self.sqrt_f)
+        return torch.sqrt(2.0 * self.L) * (sqrt_f + self.growth + self._growth_since_select())
+
+    def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None:
+        # Buffered: the per-sample bookkeeping runs once per epoch, vectorised, not once per step.
+        path = float(extras.get("path", self.path_now))
+        self.path_now = max(self.path_now, path)
+        self.pending.append((indices.detach().cpu(), losses.detach().float().cpu(), path))
+
+    def _absorb(self) -> None:
+        """Fold the buffered observations into the per-sample state."""
+        if not self.pending:
+            return
+        idx = torch.cat([p[0] for p in self.pending])
+        loss = torch.cat([p[1] for p in self.pending])
+        path = torch.cat([torch.full((p[0].numel(),), p[2], dtype=torch.float64) for p in self.pending])
+        self.pending = []
+        order = torch.arange(idx.numel())
+        last = torch.full((self.n,), -1, dtype=torch.long).scatter_reduce(0, idx, order, "amax")
+        keep = last[idx] == order  # a sample seen twice (refresh, then training): its last visit counts
+        idx, loss, path = idx[keep], loss[keep], path[keep]
+        self.last_loss[idx] = loss
+        root = loss.clamp_min(0).sqrt()
+        if self.lipschitz == "empirical":
+            seen_before = ~torch.isnan(self.sqrt_f[idx])
+            travelled = path[seen_before] - self.path_at[idx][seen_before]
+            moved = (root[seen_before] - self.sqrt_f[idx][seen_before]).abs()
+            ok = travelled > 1e-12
+            if bool(ok.any()):
+                self.slopes.append((moved[ok] / travelled[ok]).float())
+        self.sqrt_f[idx] = root
+        self.path_at[idx] = path
+        self.growth[idx] = 0.0
+
+    # -- selection ------------------------------------------------------------------------
+    def _update_growth(self) -> None:
+        self._absorb()
+        # commit the drift at the old rate first, so a lower new estimate never shrinks a bound
+        self.growth += self._growth_since_select()
+        self.path_last_select = self.path_now
+        if self.slopes:
+            observed = float(torch.quantile(torch.cat(self.slopes)[-100_000:], self.quantile))
+            self.slope = max(observed, self.decay * self.slope)
+            self.slopes = []
+
+    def full_epoch(self, epoch: int) -> bool:
+        return epoch < self.warmup or epoch >= self.epochs - self.final
+
+    def select(self, epoch: int) -> Selection:
+        self._update_growth()
+        if self.full_epoch(epoch):
+            self.kept = torch.ones(self.n, dtype=torch.bool)
+            return self.everything(epoch)
+        max_drop = self.n - math.ceil(self.min_keep * self.n)
+        drop = drop_within_budget(self.bounds(), self.eps, max_drop)
+        self.kept = ~drop
+        kept = torch.nonzero(self.kept).flatten()
+        refresh = None
+        if self.refresh and epoch % self.refresh == 0 and bool(drop.any()):
+            refresh = torch.nonzero(drop).flatten()
+        threshold = float(self.bounds()[kept].min()) if kept.numel() else float("nan")
+        return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), refresh, threshold)
+
+    def state_dict(self) -> dict[str, Any]:
+        self._absorb()
+        return {
+            **super().state_dict(),
+            "sqrt_f": self.sqrt_f.clone(), "path_at": self.path_at.clone(), "growth": self.growth.clone(),
+            "path_now": self.path_now, "path_last_select": self.path_last_select, "slope": self.slope,
+        }  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.sqrt_f, self.path_at, self.growth = state["sqrt_f"], state["path_at"], state["growth"]
+        self.path_now, self.path_last_select = state["path_now"], state["path_last_select"]
+        self.slope = state["slope"]

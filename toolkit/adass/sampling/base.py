@@ -1,0 +1,108 @@
+"""The Sampler protocol: which samples of a shard an epoch visits, and with what loss weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from ..codecs.base import stable_seed
+from ..registry import Registry
+
+__all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "shuffled"]
+
+
+@dataclass
+class Selection:
+    """What one epoch visits.
+
+    Attributes
+    ----------
+    indices : Tensor
+        ``(m,)`` int64 positions in the shard, in visiting order.
+    weights : Tensor
+        ``(m,)`` float32 loss weights (1.0 where no rescaling applies).
+    refresh : Tensor or None
+        Positions to pass forward only (no backprop) before the epoch, so their scores are fresh;
+        the trainer counts these forwards as cost.
+    threshold : float
+        The bound below which samples were dropped (NaN where the policy has no threshold).
+    """
+
+    indices: torch.Tensor
+    weights: torch.Tensor
+    refresh: torch.Tensor | None = None
+    threshold: float = float("nan")
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """A sample-selection policy for one shard of ``n`` samples.
+
+    The trainer calls ``select(epoch)`` once per epoch, then, for every visited batch, ``observe``
+    with the per-sample losses of the forward pass. ``extras`` holds ``path`` (the cumulative length
+    of the optimisation path, sum of ||w_{t+1} - w_t||, at the time of the forward) and ``epoch``.
+
+    Policies that decide per batch after a forward pass (``two_pass = True``) also implement
+    ``backprop_weights(indices, losses) -> Tensor`` giving each sample's loss weight, 0 to skip.
+    """
+
+    two_pass: bool
+
+    def select(self, epoch: int) -> Selection: ...
+
+    def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None: ...
+
+    def bounds(self) -> torch.Tensor:
+        """Current per-sample score (a gradient-norm bound for ADASS), ``(n,)`` float32."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+SAMPLERS = Registry("sampler")
+
+
+def shuffled(indices: torch.Tensor, seed: int, epoch: int, salt: str = "order") -> torch.Tensor:
+    """``indices`` in a seeded random order: the same (seed, epoch) always gives the same order.
+
+    The permutation is ``torch.randperm(len(indices), generator=g)`` with ``g`` seeded by
+    ``stable_seed(seed, salt, epoch)``.
+    """
+    gen = torch.Generator().manual_seed(stable_seed(seed, salt, epoch))
+    return indices[torch.randperm(int(indices.shape[0]), generator=gen)]
+
+
+class SamplerBase:
+    """Shared plumbing: a shard of ``n`` samples, the run seed, last-seen losses for ``bounds()``."""
+
+    two_pass = False
+
+    def __init__(self, n: int, seed: int = 0, epochs: int = 1) -> None:
+        self.n = int(n)
+        self.seed = int(seed)
+        self.epochs = int(epochs)
+        self.last_loss = torch.full((self.n,), float("nan"))
+
+    def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None:
+        self.last_loss[indices] = losses.detach().float().cpu()
+
+    def bounds(self) -> torch.Tensor:
+        return self.last_loss.clone()
+
+    def everything(self, epoch: int) -> Selection:
+        order = shuffled(torch.arange(self.n), self.seed, epoch)
+        return Selection(order, torch.ones(self.n))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_loss": self.last_loss.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.last_loss = state["last_loss"].clone()
