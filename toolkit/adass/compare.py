@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 from .config import RunConfig, SamplerSection, check_option, options
-from .data import load_dataset
+from .data import Dataset, load_dataset
 from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
 from .tables import markdown_table
 from .trainer import train
 
-__all__ = ["COMPARE_COLUMNS", "compare", "summarise"]
+__all__ = ["COMPARE_COLUMNS", "compare", "run_one", "summarise", "warm_up"]
 
 COMPARE_COLUMNS = ["sampler", "test_acc", "test_acc_std", "backprop_frac", "forward_frac", "wall_ratio"]
 
@@ -27,18 +27,44 @@ def _run_dir_name(sampler: str, seed: int) -> str:
     return f"{safe}-seed{seed}"
 
 
+def run_one(
+    config: RunConfig,
+    dataset: Dataset,
+    out_dir: str | Path | None = None,
+    label: str | None = None,
+    progress: Callable[[EvalRecord], None] | None = None,
+) -> dict:
+    """Train one configuration; return its row (sampler label, seed, accuracy, costs)."""
+    spec, seed = config.sampler.sampler, config.optim.seed
+    label = label or spec
+    sink = MemorySink() if out_dir is None else ParquetSink(
+        Path(out_dir) / "runs" / _run_dir_name(label, seed), config.to_dict()
+    )  # fmt: skip
+    result = train(config, sink=sink, dataset=dataset, run_id=f"{label}|seed{seed}", progress=progress,
+                   selection_records=out_dir is not None)  # fmt: skip
+    return {
+        "sampler": label, "spec": spec, "seed": seed, "test_acc": result.final.test_acc,
+        "backprops": result.counters.backprops, "forwards": result.counters.forwards,
+        "wall_s": result.counters.train_s,
+    }  # fmt: skip
+
+
+def warm_up(config: RunConfig, dataset: Dataset) -> None:
+    """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
+    train(config.replace(epochs=1, sampler="full"), dataset=dataset, selection_records=False)
+
+
 def compare(
     base: RunConfig,
     samplers: Sequence[str],
     seeds: int,
     out_dir: str | Path | None = None,
-    on_run: Callable[[str, int, EvalRecord | None], None] | None = None,
     progress_factory: Callable[[str, int], Callable[[EvalRecord], None] | None] | None = None,
 ) -> pd.DataFrame:
     """Train every sampler for seeds ``base.optim.seed + 0 .. seeds-1``; return one row per sampler.
 
-    ``full`` is added as the reference when it is missing (and reported). Per-run records go to
-    ``out_dir/runs/<sampler>-seed<k>/`` when ``out_dir`` is given.
+    ``full`` is added as the reference when it is missing. Per-run records go to
+    ``out_dir/runs/<sampler>-seed<k>/`` when ``out_dir`` is given, with ``compare.csv``/``.md``.
     """
     section = options(SamplerSection)["sampler"]
     specs = [check_option("sampler", section, s) for s in samplers]
@@ -48,28 +74,16 @@ def compare(
     for k in range(seeds):
         seed = base.optim.seed + k
         dataset = load_dataset(base.data.data, seed=seed)
-        if k == 0:  # untimed warm-up: the first run of a process pays torch's lazy initialisation
-            train(base.replace(epochs=1, sampler="full"), dataset=dataset, selection_records=False)
+        if k == 0:
+            warm_up(base, dataset)
         for spec in specs:
-            config = base.replace(sampler=spec, seed=seed)
-            sink = MemorySink() if out_dir is None else ParquetSink(
-                Path(out_dir) / "runs" / _run_dir_name(spec, seed), config.to_dict()
-            )
             progress = progress_factory(spec, seed) if progress_factory else None
-            result = train(config, sink=sink, dataset=dataset, run_id=f"{spec}|seed{seed}", progress=progress,
-                           selection_records=out_dir is not None)  # fmt: skip
-            rows.append({
-                "sampler": spec, "seed": seed, "test_acc": result.final.test_acc,
-                "backprops": result.counters.backprops, "forwards": result.counters.forwards,
-                "wall_s": result.counters.train_s,
-            })  # fmt: skip
-            if on_run is not None:
-                on_run(spec, seed, result.final)
+            rows.append(run_one(base.replace(sampler=spec, seed=seed), dataset, out_dir, progress=progress))
     runs = pd.DataFrame(rows)
     table = summarise(runs)
     if out_dir is not None:
         out = Path(out_dir)
-        runs.to_csv(out / "compare_runs.csv", index=False)
+        atomic_write_text(out / "compare_runs.csv", runs.to_csv(index=False))
         atomic_write_text(out / "compare.csv", table.to_csv(index=False))
         atomic_write_text(out / "compare.md", markdown_table(table) + "\n")
     return table
