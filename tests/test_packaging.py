@@ -1,8 +1,9 @@
 """environment.yml stays in step with pyproject.toml; the README shows the two set-up commands."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDA_NAMES = {"torch": "pytorch", "dask[distributed]": "dask"}

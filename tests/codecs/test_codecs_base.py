@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+
 from adass.codecs import ChunkKey, Payload, generator_for, stable_seed
 
 

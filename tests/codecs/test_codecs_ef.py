@@ -7,8 +7,9 @@ import io
 
 import pytest
 import torch
-from adass.codecs import ChunkKey, ErrorFeedback, Memory, make_codec
 from codec_cases import chunk
+
+from adass.codecs import ChunkKey, ErrorFeedback, Memory, make_codec
 
 
 # Error feedback needs a contractive codec (||C(x) - x|| < ||x||): top-k, unscaled random-k, QSGD

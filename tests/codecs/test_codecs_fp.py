@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from adass.codecs import ChunkKey, make_codec
 from codec_cases import chunk
+
+from adass.codecs import ChunkKey, make_codec
 
 LENGTHS = [0, 1, 2, 513, 10_000]
 

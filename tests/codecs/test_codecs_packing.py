@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from adass.codecs import bits_for, pack_bits, packed_nbytes, unpack_bits
 
 

@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
-from adass.codecs import QSGD, ChunkKey, bits_for, make_codec, packed_nbytes
 from codec_cases import chunk
+
+from adass.codecs import QSGD, ChunkKey, bits_for, make_codec, packed_nbytes
 
 
 def keys(n: int, rank: int = 0) -> list[ChunkKey]:

@@ -8,8 +8,9 @@ import math
 
 import pytest
 import torch
-from adass.codecs import ChunkKey, RandomK, make_codec
 from codec_cases import chunk
+
+from adass.codecs import ChunkKey, RandomK, make_codec
 
 
 def support(codec: RandomK, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:

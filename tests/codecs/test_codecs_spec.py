@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from codec_cases import ALL_SPECS, chunk
+
 from adass.codecs import CODECS, ChunkKey, Codec, ErrorFeedback, StackCodec, make_codec
 from adass.registry import SpecError
-from codec_cases import ALL_SPECS, chunk
 
 
 def test_registry_names() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from adass.codecs import TopK, make_codec
 from codec_cases import chunk
+
+from adass.codecs import TopK, make_codec
 
 
 def test_keeps_the_largest_magnitudes(key) -> None:

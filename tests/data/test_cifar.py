@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from adass.data import DataError, load_dataset
 
 BATCHES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]

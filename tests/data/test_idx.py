@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from adass.data import DataError, load_dataset
 
 NAMES = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from adass.data import DATASETS, load_dataset
 from adass.registry import SpecError
 

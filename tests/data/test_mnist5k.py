@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from adass.data import DataError, data_dir, load_dataset
 from adass.data.mnist5k import FILE_NAME
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from adass.data import shard_indices
 from adass.registry import SpecError
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from sklearn.linear_model import LogisticRegression
+
 from adass.data import load_dataset, make_mixture
 from adass.registry import SpecError
-from sklearn.linear_model import LogisticRegression
 
 
 def _accuracy(data) -> tuple[float, np.ndarray]:

@@ -55,8 +55,8 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: Sequence[str] = (
             group.add_argument(flag, dest=option, default=None, metavar="VALUE", help=_option_help(option, p))
 
 
-def _add_out(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="DIR", help="folder for records and tables")
+def _add_out(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--out", required=required, metavar="DIR", help="folder for records and tables")
     parser.add_argument("--overwrite", action="store_true", help="allow an --out folder that already holds results")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_spec_epilog(), formatter_class=raw,
     )  # fmt: skip
     _add_config_options(p_train)
-    _add_out(p_train)
+    _add_out(p_train, required=False)
+    p_train.add_argument("--resume", metavar="DIR", help="continue the distributed run in DIR from its last checkpoint "
+                         "(its config.json is used; --epochs may raise the epoch count)")  # fmt: skip
 
     p_cmp = sub.add_parser(
         "compare", help="several samplers x seeds side by side, writes compare.csv",
@@ -86,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp.add_argument("--samplers", nargs="+", required=True, metavar="SPEC",
                        help="sampler specs separated by spaces (a spec may hold commas); full is added as reference")  # fmt: skip
     p_cmp.add_argument("--seeds", default="1", metavar="K", help="seeds per sampler (seed, seed+1, ..); an integer in [1, 100]")
+    p_cmp.add_argument("--exchanges", nargs="+", default=[], metavar="SPEC",
+                       help="with --workers: several exchange specs, each run with every sampler and codec")  # fmt: skip
+    p_cmp.add_argument("--codecs", nargs="+", default=[], metavar="SPEC",
+                       help="with --workers: several codec specs, each run with every sampler and exchange")  # fmt: skip
     _add_config_options(p_cmp, skip=("sampler",))
     _add_out(p_cmp)
 
@@ -131,15 +137,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands
 
     try:
+        if args.command == "train" and args.resume:
+            return commands.run_resume(Path(args.resume), args.epochs, quiet=args.quiet)
         if args.command == "train":
+            if args.out is None:
+                raise SpecError("--out: a folder is required (or --resume DIR)")
             config = _config_from(args)
             out = _check_out(args, "config.json")
             return commands.run_train(config, out, quiet=args.quiet)
         if args.command == "compare":
             config = _config_from(args)
             seeds = _seeds(args.seeds)
+            if (args.exchanges or args.codecs) and not config.cluster.workers:
+                raise SpecError("--exchanges/--codecs: need --workers 1 or more")
             out = _check_out(args, "compare.csv")
-            return commands.run_compare(config, args.samplers, seeds, out, quiet=args.quiet)
+            return commands.run_compare(config, args.samplers, seeds, out, quiet=args.quiet,
+                                        exchanges=args.exchanges, codecs=args.codecs)  # fmt: skip
         out = _check_out(args, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=args.quick)
     except SpecError as err:

@@ -30,46 +30,107 @@ def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord
     return bar, update
 
 
-def run_train(config: RunConfig, out: Path, quiet: bool = False) -> int:
-    """``adass train``: one run, records under ``out``, a summary table on stdout."""
+def _load_data(config: RunConfig):
     try:
-        dataset = load_dataset(config.data.data, seed=config.optim.seed)
+        return load_dataset(config.data.data, seed=config.optim.seed)
     except DataError as err:
         raise SpecError(f"--data: {err}") from None
+
+
+def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = False) -> int:
+    """``adass train``: one run (in this process, or on Dask with ``--workers``), records under ``out``."""
+    dataset = _load_data(config)
+    done = 0
+    if resume:
+        from .cluster import read_checkpoint_state
+
+        done = int(read_checkpoint_state(out)["epoch"]) + 1
     bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
+    bar.update(done)
     sink = ParquetSink(out, config.to_dict())
     with bar:
-        result = train(config, sink=sink, progress=update, dataset=dataset)
-    evals = result.sink.frame(EvalRecord)
-    full_cost = dataset.n_train * config.optim.epochs
-    summary = pd.DataFrame([{
-        "sampler": config.sampler.sampler,
-        "epochs": config.optim.epochs,
-        "test_acc": result.final.test_acc,
-        "test_loss": result.final.test_loss,
-        "backprop_frac": result.counters.backprops / full_cost,
-        "forward_frac": result.counters.forwards / full_cost,
-        "mean_kept": float(evals["kept_frac"].mean()),
-        "train_s": result.counters.train_s,
-    }])  # fmt: skip
+        if config.cluster.workers:
+            summary = _train_distributed(config, sink, update, bar, out, resume)
+        else:
+            result = train(config, sink=sink, progress=update, dataset=dataset)
+            summary = _summary(config, result.final, result.counters.backprops, result.counters.forwards,
+                               result.counters.train_s, dataset.n_train)  # fmt: skip
     print(markdown_table(summary))
-    print(f"records: {out}/ (eval.parquet, selection.parquet, steps.parquet, config.json)")
+    kinds = "eval, selection, steps" + (", traffic" if config.cluster.workers else "")
+    print(f"records: {out}/ ({kinds} .parquet, config.json)")
     return 0
 
 
-def run_compare(config: RunConfig, samplers: Sequence[str], seeds: int, out: Path, quiet: bool = False) -> int:
-    """``adass compare``: every sampler for every seed; ``out/compare.csv`` and a table on stdout."""
+def _summary(config: RunConfig, final: EvalRecord, backprops: float, forwards: float, train_s: float, n: int) -> pd.DataFrame:
+    full_cost = n * config.optim.epochs
+    row = {
+        "sampler": config.sampler.sampler, "epochs": config.optim.epochs, "test_acc": final.test_acc,
+        "test_loss": final.test_loss, "backprop_frac": backprops / full_cost, "forward_frac": forwards / full_cost,
+        "train_s": train_s,
+    }  # fmt: skip
+    if config.cluster.workers:
+        row = {"workers": config.cluster.workers, "exchange": config.exchange.exchange, "codec": config.codec.codec,
+               **row, "wire_MB": final.wire_bytes / 1e6, "epoch_s": train_s / config.optim.epochs}  # fmt: skip
+    return pd.DataFrame([row])
+
+
+def _train_distributed(config: RunConfig, sink: ParquetSink, update: Callable, bar: tqdm, out: Path, resume: bool):
+    from .cluster import RunStore, train_distributed
+
+    store = RunStore()
+    steps_seen = [0]
+
+    def live(kind: str, rows: list[dict]) -> None:
+        if kind == "steps":
+            steps_seen[0] += len(rows)
+            bar.set_description(f"{config.sampler.sampler} (steps {steps_seen[0]})", refresh=False)
+
+    store.listeners.append(live)
+
+    def ready(handle) -> None:
+        print(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
+
+    result = train_distributed(config, sink=sink, progress=update, store=store, checkpoint_dir=out,
+                               resume=resume, on_ready=ready)  # fmt: skip
+    n = load_dataset(config.data.data, seed=config.optim.seed).n_train
+    t = result.totals
+    return _summary(config, result.final, t["backprops"], t["forwards"], t["train_s"], n)
+
+
+def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:
+    """``adass train --resume DIR``: the saved configuration, from the last checkpoint on."""
+    import json
+
+    config_path = folder / "config.json"
+    if not config_path.exists():
+        raise SpecError(f"--resume: {str(folder)!r} holds no run (config.json missing)")
+    config = RunConfig.from_dict(json.loads(config_path.read_text()))
+    if epochs is not None:
+        config = config.replace(epochs=epochs)
+    if not config.cluster.workers:
+        raise SpecError(f"--resume: {str(folder)!r} is a single-process run; only distributed runs keep checkpoints")
+    return run_train(config, folder, quiet=quiet, resume=True)
+
+
+def run_compare(
+    config: RunConfig, samplers: Sequence[str], seeds: int, out: Path, quiet: bool = False,
+    exchanges: Sequence[str] = (), codecs: Sequence[str] = (),
+) -> int:  # fmt: skip
+    """``adass compare``: every variant for every seed; ``out/compare.csv`` and a table on stdout."""
     bars: list[tqdm] = []
 
-    def progress_for(spec: str, seed: int) -> Callable[[EvalRecord], None]:
-        bar, update = _bar(f"{spec} seed {seed}", config.optim.epochs, quiet)
+    def progress_for(label: str, seed: int) -> Callable[[EvalRecord], None]:
+        bar, update = _bar(f"{label} seed {seed}", config.optim.epochs, quiet)
         bars.append(bar)
         return update
 
+    def ready(handle) -> None:
+        print(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
+
+    _load_data(config)
     try:
-        table = compare(config, samplers, seeds, out, progress_factory=progress_for)
-    except DataError as err:
-        raise SpecError(f"--data: {err}") from None
+        table = compare(config, samplers, seeds, out, progress_factory=progress_for, exchanges=exchanges,
+                        codecs=codecs, on_cluster=ready)  # fmt: skip
     finally:
         for bar in bars:
             bar.close()

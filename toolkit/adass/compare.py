@@ -1,12 +1,15 @@
-"""Run several samplers over several seeds on the same data and summarise them side by side.
+"""Run several samplers (and, distributed, exchanges x codecs) over seeds and summarise them side by side.
 
-Runs are interleaved (seed by seed, every sampler) so slow phases of a noisy machine hit all
-samplers alike; costs are reported as ratios to ``full`` from the same invocation.
+Runs are interleaved (seed by seed, every variant) so slow phases of a noisy machine hit all variants
+alike; costs are reported as ratios to the reference (``full`` with the first exchange and codec)
+from the same invocation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -17,13 +20,34 @@ from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
 from .tables import markdown_table
 from .trainer import train
 
-__all__ = ["COMPARE_COLUMNS", "compare", "run_one", "summarise", "warm_up"]
+__all__ = ["COMPARE_COLUMNS", "DISTRIBUTED_COLUMNS", "Variant", "compare", "run_one", "summarise", "warm_up"]
 
 COMPARE_COLUMNS = ["sampler", "test_acc", "test_acc_std", "backprop_frac", "forward_frac", "wall_ratio"]
+DISTRIBUTED_COLUMNS = ["sampler", "exchange", "codec", "test_acc", "test_acc_std", "backprop_frac",
+                       "forward_frac", "wall_ratio", "wire_bytes", "epoch_s"]  # fmt: skip
 
 
-def _run_dir_name(sampler: str, seed: int) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "=._-" else "_" for ch in sampler)
+@dataclass(frozen=True)
+class Variant:
+    """One arm of a comparison."""
+
+    sampler: str
+    exchange: str = ""
+    codec: str = ""
+
+    @property
+    def label(self) -> str:
+        return " | ".join(p for p in (self.sampler, self.exchange, self.codec) if p)
+
+    def apply(self, config: RunConfig, seed: int) -> RunConfig:
+        changes = {"sampler": self.sampler, "seed": seed}
+        if self.exchange:
+            changes.update(exchange=self.exchange, codec=self.codec)
+        return config.replace(**changes)
+
+
+def _run_dir_name(label: str, seed: int) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "=._-" else "_" for ch in label.replace(" | ", "__"))
     return f"{safe}-seed{seed}"
 
 
@@ -33,25 +57,69 @@ def run_one(
     out_dir: str | Path | None = None,
     label: str | None = None,
     progress: Callable[[EvalRecord], None] | None = None,
+    handle: object | None = None,
 ) -> dict:
-    """Train one configuration; return its row (sampler label, seed, accuracy, costs)."""
-    spec, seed = config.sampler.sampler, config.optim.seed
-    label = label or spec
-    sink = MemorySink() if out_dir is None else ParquetSink(
-        Path(out_dir) / "runs" / _run_dir_name(label, seed), config.to_dict()
-    )  # fmt: skip
-    result = train(config, sink=sink, dataset=dataset, run_id=f"{label}|seed{seed}", progress=progress,
-                   selection_records=out_dir is not None)  # fmt: skip
+    """Train one configuration (in this process, or on ``handle``'s cluster); return its summary row."""
+    label = label or config.sampler.sampler
+    seed = config.optim.seed
+    run_dir = None if out_dir is None else Path(out_dir) / "runs" / _run_dir_name(label, seed)
+    sink = MemorySink() if run_dir is None else ParquetSink(run_dir, config.to_dict())
+    run_id = f"{label}|seed{seed}"
+    if config.cluster.workers:
+        from .cluster import train_distributed
+
+        result = train_distributed(config, sink=sink, progress=progress, run_id=run_id.replace(" ", ""),
+                                   handle=handle, checkpoint_dir=run_dir)  # fmt: skip
+        final, totals = result.final, result.totals
+        backprops, forwards, wall_s = totals["backprops"], totals["forwards"], totals["train_s"]
+    else:
+        result = train(config, sink=sink, dataset=dataset, run_id=run_id, progress=progress,
+                       selection_records=out_dir is not None)  # fmt: skip
+        final = result.final
+        backprops, forwards, wall_s = result.counters.backprops, result.counters.forwards, result.counters.train_s
     return {
-        "sampler": label, "spec": spec, "seed": seed, "test_acc": result.final.test_acc,
-        "backprops": result.counters.backprops, "forwards": result.counters.forwards,
-        "wall_s": result.counters.train_s,
+        "sampler": label, "spec": config.sampler.sampler, "seed": seed, "test_acc": final.test_acc,
+        "backprops": backprops, "forwards": forwards, "wall_s": wall_s, "wire_bytes": final.wire_bytes,
+        "epoch_s": wall_s / config.optim.epochs,
     }  # fmt: skip
 
 
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
-    train(config.replace(epochs=1, sampler="full"), dataset=dataset, selection_records=False)
+    train(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler=""),
+          dataset=dataset, selection_records=False)  # fmt: skip
+
+
+def variants(base: RunConfig, samplers: Sequence[str], exchanges: Sequence[str], codecs: Sequence[str]) -> list[Variant]:
+    """Every sampler x exchange x codec (validated), the reference first."""
+    section = options(SamplerSection)["sampler"]
+    specs = [check_option("sampler", section, s) for s in samplers]
+    if "full" not in specs:
+        specs = ["full", *specs]
+    if not base.cluster.workers:
+        return [Variant(s) for s in specs]
+    exchanges = list(exchanges) or [base.exchange.exchange]
+    codecs = list(codecs) or [base.codec.codec]
+    out = [Variant(s, e, c) for s in specs for e in exchanges for c in codecs]
+    for v in out:
+        v.apply(base, 0)  # an impossible exchange/codec pair fails here, before anything runs
+    return out
+
+
+@contextlib.contextmanager
+def _cluster(base: RunConfig, arms: Sequence[Variant]) -> Iterator[object | None]:
+    """One cluster for every distributed arm: enough workers for the replicas and the most servers."""
+    if not base.cluster.workers:
+        yield None
+        return
+    from .cluster import connect, server_count
+
+    extra = max(server_count(arm.apply(base, 0)) for arm in arms)
+    handle = connect(base.cluster.scheduler or None, n_workers=base.cluster.workers + extra)
+    try:
+        yield handle
+    finally:
+        handle.close()
 
 
 def compare(
@@ -60,27 +128,32 @@ def compare(
     seeds: int,
     out_dir: str | Path | None = None,
     progress_factory: Callable[[str, int], Callable[[EvalRecord], None] | None] | None = None,
+    exchanges: Sequence[str] = (),
+    codecs: Sequence[str] = (),
+    on_cluster: Callable[[object], None] | None = None,
 ) -> pd.DataFrame:
-    """Train every sampler for seeds ``base.optim.seed + 0 .. seeds-1``; return one row per sampler.
+    """Train every variant for seeds ``base.optim.seed + 0 .. seeds-1``; return one row per variant.
 
-    ``full`` is added as the reference when it is missing. Per-run records go to
-    ``out_dir/runs/<sampler>-seed<k>/`` when ``out_dir`` is given, with ``compare.csv``/``.md``.
+    With ``base.cluster.workers`` > 0 each run is distributed on one shared cluster, and
+    ``exchanges`` x ``codecs`` multiply the samplers. Per-run records go to
+    ``out_dir/runs/<variant>-seed<k>/``, the tables to ``compare.csv``/``.md``.
     """
-    section = options(SamplerSection)["sampler"]
-    specs = [check_option("sampler", section, s) for s in samplers]
-    if "full" not in specs:
-        specs = ["full", *specs]
+    arms = variants(base, samplers, exchanges, codecs)
     rows = []
-    for k in range(seeds):
-        seed = base.optim.seed + k
-        dataset = load_dataset(base.data.data, seed=seed)
-        if k == 0:
-            warm_up(base, dataset)
-        for spec in specs:
-            progress = progress_factory(spec, seed) if progress_factory else None
-            rows.append(run_one(base.replace(sampler=spec, seed=seed), dataset, out_dir, progress=progress))
+    with _cluster(base, arms) as handle:
+        if handle is not None and on_cluster is not None:
+            on_cluster(handle)
+        for k in range(seeds):
+            seed = base.optim.seed + k
+            dataset = load_dataset(base.data.data, seed=seed)
+            if k == 0:
+                warm_up(base, dataset)
+            for arm in arms:
+                progress = progress_factory(arm.label, seed) if progress_factory else None
+                row = run_one(arm.apply(base, seed), dataset, out_dir, arm.label, progress, handle)
+                rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
     runs = pd.DataFrame(rows)
-    table = summarise(runs)
+    table = summarise(runs, distributed=bool(base.cluster.workers))
     if out_dir is not None:
         out = Path(out_dir)
         atomic_write_text(out / "compare_runs.csv", runs.to_csv(index=False))
@@ -89,22 +162,29 @@ def compare(
     return table
 
 
-def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per sampler from per-run rows: accuracy mean/std and cost ratios to ``full`` (same seed)."""
-    ref = runs[runs["sampler"] == "full"].set_index("seed")
+def summarise(runs: pd.DataFrame, distributed: bool = False) -> pd.DataFrame:
+    """One row per variant: accuracy mean/std and cost ratios to the first ``full`` variant (same seed)."""
+    reference = runs.loc[runs["spec"] == "full", "sampler"].iloc[0] if "spec" in runs else "full"
+    ref = runs[runs["sampler"] == reference].set_index("seed")
     runs = runs.assign(
         backprop_frac=runs["backprops"] / runs["seed"].map(ref["backprops"]),
         forward_frac=runs["forwards"] / runs["seed"].map(ref["forwards"]),
-        wall_ratio=runs["wall_s"] / runs["seed"].map(ref["wall_s"]),
     )
     order = list(dict.fromkeys(runs["sampler"]))
-    grouped = runs.groupby("sampler", sort=False)
+    groups = {label: runs[runs["sampler"] == label] for label in order}
+    ref_wall = groups[reference]["wall_s"].sum()
     table = pd.DataFrame({
-        "sampler": order,
-        "test_acc": [grouped.get_group(s)["test_acc"].mean() for s in order],
-        "test_acc_std": [grouped.get_group(s)["test_acc"].std(ddof=1) if len(grouped.get_group(s)) > 1 else 0.0 for s in order],
-        "backprop_frac": [grouped.get_group(s)["backprop_frac"].mean() for s in order],
-        "forward_frac": [grouped.get_group(s)["forward_frac"].mean() for s in order],
-        "wall_ratio": [grouped.get_group(s)["wall_s"].sum() / grouped.get_group("full")["wall_s"].sum() for s in order],
+        "sampler": [g["spec"].iloc[0] if "spec" in g else label for label, g in groups.items()],
+        "exchange": [g["exchange"].iloc[0] if "exchange" in g else "" for g in groups.values()],
+        "codec": [g["codec"].iloc[0] if "codec" in g else "" for g in groups.values()],
+        "test_acc": [g["test_acc"].mean() for g in groups.values()],
+        "test_acc_std": [g["test_acc"].std(ddof=1) if len(g) > 1 else 0.0 for g in groups.values()],
+        "backprop_frac": [g["backprop_frac"].mean() for g in groups.values()],
+        "forward_frac": [g["forward_frac"].mean() for g in groups.values()],
+        "wall_ratio": [g["wall_s"].sum() / ref_wall for g in groups.values()],
+        "wire_bytes": [g["wire_bytes"].mean() if "wire_bytes" in g else 0.0 for g in groups.values()],
+        "epoch_s": [g["epoch_s"].mean() if "epoch_s" in g else 0.0 for g in groups.values()],
     })  # fmt: skip
-    return table[COMPARE_COLUMNS]
+    if not distributed:
+        table["sampler"] = order
+    return table[DISTRIBUTED_COLUMNS if distributed else COMPARE_COLUMNS]

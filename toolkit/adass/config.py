@@ -15,7 +15,10 @@ import param
 from .registry import Registry, SpecError
 
 __all__ = [
+    "ClusterSection",
+    "CodecSection",
     "DataSection",
+    "ExchangeSection",
     "ModelSection",
     "OptimSection",
     "RunConfig",
@@ -50,11 +53,29 @@ class OptimSection(param.Parameterized):
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="run seed (data split, init, sampling, codecs)")
 
 
+class CodecSection(param.Parameterized):
+    codec = param.String("fp32", doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC))")
+
+
+class ExchangeSection(param.Parameterized):
+    exchange = param.String("ring", doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S)")
+    link = param.String("", doc="simulated link BANDWIDTH,LATENCY (e.g. 1gbit,50us) that throttles every transfer; empty: none")
+
+
+class ClusterSection(param.Parameterized):
+    workers = param.Integer(0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)")
+    scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
+    timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
+
+
 SECTIONS: dict[str, type[param.Parameterized]] = {
     "data": DataSection,
     "model": ModelSection,
     "sampler": SamplerSection,
     "optim": OptimSection,
+    "codec": CodecSection,
+    "exchange": ExchangeSection,
+    "cluster": ClusterSection,
 }
 
 # option name -> "module:REGISTRY" of the plug-ins its spec names (imported lazily to avoid cycles)
@@ -63,15 +84,24 @@ SPEC_REGISTRIES: dict[str, str] = {
     "shard": "adass.data:SHARDINGS",
     "model": "adass.models:MODELS",
     "sampler": "adass.sampling:SAMPLERS",
+    "codec": "adass.codecs:CODECS",
+    "exchange": "adass.exchange:EXCHANGES",
 }
+# options whose spec grammar goes beyond one registry entry: "module:function(text) -> object"
+SPEC_PARSERS: dict[str, str] = {
+    "codec": "adass.codecs:make_codec",
+    "link": "adass.exchange.link:parse_link",
+}
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def registry_for(option: str) -> Registry | None:
     target = SPEC_REGISTRIES.get(option)
-    if target is None:
-        return None
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return None if target is None else _load(target)
 
 
 def _flag(option: str) -> str:
@@ -114,12 +144,14 @@ def check_option(option: str, p: param.Parameter, raw: Any) -> Any:
         lo, hi = p.bounds
         if (lo is not None and value < lo) or (hi is not None and value > hi):
             raise SpecError(f"{flag}: {raw} is not allowed; expected {allowed_text(p)}")
-    registry = registry_for(option)
-    if registry is not None:
-        try:
+    try:
+        if option in SPEC_PARSERS:
+            if str(value):
+                _load(SPEC_PARSERS[option])(str(value))
+        elif (registry := registry_for(option)) is not None:
             value = registry.validate(str(value))
-        except SpecError as err:
-            raise SpecError(f"{flag}: {err}") from None
+    except SpecError as err:
+        raise SpecError(f"{flag}: {err}") from None
     return value
 
 
@@ -135,6 +167,9 @@ class RunConfig:
     model: ModelSection
     sampler: SamplerSection
     optim: OptimSection
+    codec: CodecSection
+    exchange: ExchangeSection
+    cluster: ClusterSection
 
     @classmethod
     def from_flat(cls, **values: Any) -> RunConfig:
@@ -148,7 +183,23 @@ class RunConfig:
                 if option in values and values[option] is not None:
                     kwargs[option] = check_option(option, p, values[option])
             sections[name] = section(**kwargs)
-        return cls(**sections)
+        config = cls(**sections)
+        config.check_pairs()
+        return config
+
+    def check_pairs(self) -> None:
+        """Checks across options: the exchange must be able to carry the codec."""
+        check = _load("adass.exchange:check")
+        try:
+            check(self.exchange.exchange, self.codec.codec)
+        except SpecError as err:
+            raise SpecError(f"--exchange/--codec: {err}") from None
+        if self.cluster.workers == 0:
+            defaults = {"codec": "fp32", "link": "", "scheduler": ""}
+            for option, default in defaults.items():
+                value = self.flat()[option]
+                if value != default:
+                    raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
 
     @classmethod
     def from_dict(cls, nested: dict[str, dict[str, Any]]) -> RunConfig:

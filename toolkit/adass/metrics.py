@@ -141,6 +141,14 @@ class ParquetSink(MemorySink):
         if config is not None:
             atomic_write_text(self.out_dir / "config.json", json.dumps(config, indent=2, default=str))
 
+    def resume(self) -> None:
+        """Start from the records already in the folder (a resumed run appends to them)."""
+        for kind, filename in RECORD_FILES.items():
+            path = self.out_dir / filename
+            if path.exists():
+                self.frames[kind] = [pd.read_parquet(path)]
+                self.records[kind] = []
+
     def flush(self) -> None:
         for kind, filename in RECORD_FILES.items():
             frame = self.frame(kind)

@@ -22,7 +22,7 @@ from .metrics import EvalRecord, MemorySink, SelectionRecord, StepRecord
 from .models import build_model, is_linear
 from .sampling import Sampler, Selection, build_sampler
 
-__all__ = ["Counters", "RunResult", "evaluate", "lr_at", "make_optimizer", "train"]
+__all__ = ["Counters", "RunResult", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "train"]
 
 
 @dataclass
@@ -78,10 +78,6 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
     return loss_sum / n, correct / n
 
 
-def _flat_params(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
 @torch.no_grad()
 def _refresh(model: nn.Module, sampler: Sampler, ds: Dataset, idx: torch.Tensor, c: Counters, batch: int) -> None:
     """Forward-only pass over ``idx`` so the sampler sees fresh losses (counted as forwards)."""
@@ -92,12 +88,19 @@ def _refresh(model: nn.Module, sampler: Sampler, ds: Dataset, idx: torch.Tensor,
         c.forwards += int(part.numel())
 
 
-def _step(
-    model: nn.Module, opt: torch.optim.Optimizer, sampler: Sampler, ds: Dataset,
+def backprop_batch(
+    model: nn.Module, sampler: Sampler, x_all: torch.Tensor, y_all: torch.Tensor,
     idx: torch.Tensor, weights: torch.Tensor, c: Counters,
 ) -> tuple[float, int]:  # fmt: skip
-    """One SGD step on the batch ``idx``; returns (mean loss, samples backpropagated)."""
-    x, y = ds.x_train[idx], ds.y_train[idx]
+    """Forward and backward on the batch ``idx`` of ``(x_all, y_all)``; gradients are left in ``.grad``.
+
+    Two-pass samplers first see a no-grad forward and choose whom to backprop. Returns the mean loss
+    and how many samples were backpropagated (their forwards and backprops are added to ``c``).
+    """
+    model.zero_grad(set_to_none=False)
+    if idx.numel() == 0:
+        return 0.0, 0
+    x, y = x_all[idx], y_all[idx]
     if sampler.two_pass:
         with torch.no_grad():
             probe = F.cross_entropy(model(x), y, reduction="none")
@@ -108,17 +111,30 @@ def _step(
         idx, x, y, weights = idx[keep], x[keep], y[keep], weights[keep]
         if idx.numel() == 0:
             return float(probe.mean()), 0
-    before = _flat_params(model)
     losses = F.cross_entropy(model(x), y, reduction="none")
     if not sampler.two_pass:
         sampler.observe(idx, losses.detach(), {"path": c.path})
-    opt.zero_grad(set_to_none=True)
     (losses * weights).sum().div(idx.numel()).backward()
-    opt.step()
-    c.path += float(torch.linalg.vector_norm(_flat_params(model) - before))
     c.backprops += int(idx.numel())
     c.forwards += int(idx.numel())
     return float(losses.detach().mean()), int(idx.numel())
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def _step(
+    model: nn.Module, opt: torch.optim.Optimizer, sampler: Sampler, ds: Dataset,
+    idx: torch.Tensor, weights: torch.Tensor, c: Counters,
+) -> tuple[float, int]:  # fmt: skip
+    """One SGD step on the batch ``idx``; returns (mean loss, samples backpropagated)."""
+    loss, used = backprop_batch(model, sampler, ds.x_train, ds.y_train, idx, weights, c)
+    if used:
+        before = flat_params(model)
+        opt.step()
+        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
+    return loss, used
 
 
 def train(

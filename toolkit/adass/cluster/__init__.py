@@ -1,1 +1,17 @@
-"""Package."""
+"""The Dask runtime: connect to a cluster, Replica and Server actors, process groups, live events."""
+
+from .connect import ClusterHandle, connect
+from .events import EventRelay, RunStore, topic_for
+from .runner import DistributedResult, read_checkpoint_state, server_count, train_distributed
+
+__all__ = [
+    "ClusterHandle",
+    "DistributedResult",
+    "EventRelay",
+    "RunStore",
+    "connect",
+    "read_checkpoint_state",
+    "server_count",
+    "topic_for",
+    "train_distributed",
+]

@@ -10,7 +10,7 @@ so samples come back as the model moves.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -106,6 +106,8 @@ class AdassSampler(SamplerBase):
         self.slopes: list[torch.Tensor] = []
         self.kept = torch.ones(self.n, dtype=torch.bool)
         self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
+        # (bounds, eps, min_keep) -> drop mask; distributed runs swap in one global budget
+        self.dropper: Callable[[torch.Tensor, float, float], torch.Tensor] = self.local_drop
 
     # -- scores ---------------------------------------------------------------------------
     def drift_rate(self) -> torch.Tensor:
@@ -168,6 +170,10 @@ class AdassSampler(SamplerBase):
             self.slope = max(observed, self.decay * self.slope)
             self.slopes = []
 
+    def local_drop(self, bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:
+        """The budget over this sampler's own samples."""
+        return drop_within_budget(bounds, eps, self.n - math.ceil(min_keep * self.n))
+
     def full_epoch(self, epoch: int) -> bool:
         return epoch < self.warmup or epoch >= self.epochs - self.final
 
@@ -176,8 +182,7 @@ class AdassSampler(SamplerBase):
         if self.full_epoch(epoch):
             self.kept = torch.ones(self.n, dtype=torch.bool)
             return self.everything(epoch)
-        max_drop = self.n - math.ceil(self.min_keep * self.n)
-        drop = drop_within_budget(self.bounds(), self.eps, max_drop)
+        drop = self.dropper(self.bounds(), self.eps, self.min_keep)
         self.kept = ~drop
         kept = torch.nonzero(self.kept).flatten()
         refresh = None

@@ -1,0 +1,113 @@
+"""The distributed CLI as a user runs it: records, resume, an external scheduler, clean teardown."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+import torch
+
+from adass.cli import main
+from adass.cluster import train_distributed
+from adass.config import RunConfig
+
+TINY = ["--data", "synthetic:n=160,d=5,classes=3,test=40", "--model", "mlp:hidden=8", "--batch-size", "16",
+        "--schedule", "constant", "--quiet"]  # fmt: skip
+
+
+def test_train_writes_traffic_and_resume_continues_exactly(tmp_path, capsys):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert main(["train", *TINY, "--workers", "2", "--epochs", "3", "--out", str(straight)]) == 0
+    printed = capsys.readouterr()
+    assert "Dask dashboard: http://127.0.0.1:" in printed.err and "wire_MB" in printed.out
+    assert main(["train", *TINY, "--workers", "2", "--epochs", "2", "--out", str(resumed)]) == 0
+    assert main(["train", "--resume", str(resumed), "--epochs", "3", "--quiet"]) == 0
+    evals = pd.read_parquet(resumed / "eval.parquet")
+    assert list(evals["epoch"]) == [0, 1, 2]
+    assert json.loads((resumed / "checkpoints" / "state.json").read_text())["epoch"] == 2
+    a = torch.load(straight / "checkpoints" / "rank0.pt", weights_only=True)["model"]
+    b = torch.load(resumed / "checkpoints" / "rank1.pt", weights_only=True)["model"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
+    traffic = pd.read_parquet(straight / "traffic.parquet")
+    assert len(traffic) and (traffic["wire_bytes"] > 0).any()
+
+
+def test_resume_without_checkpoint_is_one_clear_line(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--resume" in err
+
+
+def _spawn(*args: str, log) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + args[0], *args[1:]],
+                            stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+
+
+def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsys):
+    scheduler_file = tmp_path / "scheduler.json"
+    log = open(tmp_path / "dask.log", "w")
+    procs = [_spawn("scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
+                    "--scheduler-file", str(scheduler_file), log=log)]  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while not scheduler_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        for _ in range(2):
+            procs.append(_spawn("worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                "--memory-limit", "0", log=log))  # fmt: skip
+        out = tmp_path / "run"
+        code = main(["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", address, "--out", str(out)])
+        assert code == 0
+        assert len(pd.read_parquet(out / "eval.parquet")) == 2
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=30)
+        log.close()
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
+
+
+def _listening() -> set[int]:
+    return {c.laddr.port for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def _settled(before_children: set[int], before_ports: set[int]) -> bool:
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        if _children() <= before_children and _listening() <= before_ports:
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_no_process_or_port_left_after_a_run_or_a_failed_run():
+    config = RunConfig.from_flat(data="synthetic:n=120,d=4,classes=3,test=30", model="mlp:hidden=8", epochs=3,
+                                 batch_size=16, workers=2, timeout_s=20)  # fmt: skip
+    children, ports = _children(), _listening()
+    train_distributed(config)
+    assert _settled(children, ports)
+
+    handles = []
+
+    def kill_rank_one(record):
+        if record.epoch == 0:
+            client = handles[0].client
+            pids = client.run(os.getpid)
+            os.kill(pids[handles[0].workers()[1]], signal.SIGKILL)
+
+    with pytest.raises(Exception):  # noqa: B017  (whatever Dask reports for the lost replica)
+        train_distributed(config, on_ready=handles.append, progress=kill_rank_one)
+    assert _settled(children, ports)

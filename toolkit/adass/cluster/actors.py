@@ -1,0 +1,131 @@
+"""Dask actors: a Replica (model, optimizer, shard, sampler, codec memory) and a PS server shard.
+
+Waiting methods are ``async def`` and run blocking work through ``asyncio.to_thread``, so the
+worker's event loop (heartbeats, events) never stalls. One actor lives on each Dask worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from distributed import get_worker
+
+from ..config import RunConfig
+from ..data import load_dataset
+from ..engine import Agreement, ReplicaEngine
+from ..exchange import make_exchange
+from ..exchange.gloo import GlooTransport
+from ..metrics import atomic_write_bytes
+from .bootstrap import destroy_group, free_port, init_group
+from .events import EventRelay, topic_for
+
+__all__ = ["Replica", "Server"]
+
+
+class _Member:
+    """What replicas and servers share: joining the process group and building the exchange."""
+
+    def __init__(self, config: dict, rank: int, world: int, replicas: int, run_id: str) -> None:
+        torch.set_num_threads(1)  # one Dask worker thread per process; keep torch from oversubscribing
+        self.config = RunConfig.from_dict(config)
+        self.rank, self.world, self.replicas, self.run_id = rank, world, replicas, run_id
+        self.worker = get_worker()
+        self.relay = EventRelay(self.worker, topic_for(run_id))
+        self.exchange = None
+        self.replica_group = None
+
+    def host(self) -> str:
+        return self.worker.address.split("://")[-1].rsplit(":", 1)[0]
+
+    async def free_port(self) -> int:
+        return free_port(self.host())
+
+    def _join(self, master: str, port: int, timeout_s: float) -> None:
+        init_group(master, port, self.rank, self.world, timeout_s)
+        # every rank takes part in creating the replicas' group, members or not
+        self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
+        link = self.config.exchange.link or None
+        transport = GlooTransport(link=link, throttle=link is not None)
+        self.exchange = make_exchange(
+            self.config.exchange.exchange, transport, self.config.codec.codec,
+            seed=self.config.optim.seed, run=self.run_id,
+        )  # fmt: skip
+
+    async def teardown(self) -> None:
+        await asyncio.to_thread(destroy_group)
+
+
+class Replica(_Member):
+    """One model replica on one Dask worker; the client drives it one epoch at a time."""
+
+    async def setup(self, master: str, port: int, timeout_s: float) -> int:
+        """Join the group, load the data, build model/sampler/exchange; return the shard size."""
+
+        def work() -> int:
+            self._join(master, port, timeout_s)
+            dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
+            self.engine = ReplicaEngine(self.config, self.rank, self.replicas, dataset, self.run_id)
+            self.engine.attach(self.exchange, Agreement(self.replica_group))
+            return int(self.engine.shard.numel())
+
+        return await asyncio.to_thread(work)
+
+    async def select(self, epoch: int) -> dict[str, int]:
+        """Choose the epoch's samples (one global ADASS budget); agree on the number of steps."""
+
+        def work() -> dict[str, int]:
+            local = self.engine.select(epoch)
+            agreed = self.engine.agreement.max_int(local)
+            return {"kept": len(self.engine.selection), "steps": agreed}
+
+        return await asyncio.to_thread(work)
+
+    async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
+        report = await asyncio.to_thread(self.engine.run_epoch, epoch, steps, self.relay.send)
+        return asdict(report)
+
+    async def evaluate(self) -> tuple[float, float]:
+        return await asyncio.to_thread(self.engine.evaluate)
+
+    async def save(self, folder: str) -> None:
+        def work() -> None:
+            buffer = io.BytesIO()
+            torch.save(self.engine.state_dict(), buffer)
+            atomic_write_bytes(Path(folder) / f"rank{self.rank}.pt", buffer.getvalue())
+
+        await asyncio.to_thread(work)
+
+    async def load(self, folder: str) -> None:
+        def work() -> None:
+            state = torch.load(Path(folder) / f"rank{self.rank}.pt", weights_only=True)
+            self.engine.load_state_dict(state)
+
+        await asyncio.to_thread(work)
+
+    async def parameters(self) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in self.engine.model.parameters()]
+
+
+class Server(_Member):
+    """One Parameter Server shard on its own Dask worker (rank >= replicas)."""
+
+    async def setup(self, master: str, port: int, timeout_s: float) -> int:
+        await asyncio.to_thread(self._join, master, port, timeout_s)
+        return 0
+
+    async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            self.exchange.epoch = epoch
+            traffic = []
+            for _ in range(steps):
+                self.exchange.serve_step()
+                traffic += [asdict(r) for r in self.exchange.traffic()]
+            return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
+
+        return await asyncio.to_thread(work)

@@ -1,0 +1,71 @@
+"""Connect to Dask: an embedded LocalCluster (processes, one thread each) or a scheduler address."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from distributed import Client, LocalCluster
+
+__all__ = ["ClusterHandle", "connect"]
+
+
+@dataclass
+class ClusterHandle:
+    """A Dask client and, when this process started it, the LocalCluster behind it."""
+
+    client: Client
+    cluster: LocalCluster | None = None
+
+    @property
+    def dashboard_link(self) -> str:
+        return str(self.client.dashboard_link)
+
+    @property
+    def embedded(self) -> bool:
+        return self.cluster is not None
+
+    def workers(self) -> list[str]:
+        """Worker addresses, sorted (ranks follow this order)."""
+        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def close(self) -> None:
+        """Close the client and, if embedded, the cluster with all its worker processes."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+    def __enter__(self) -> ClusterHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0) -> ClusterHandle:
+    """A Dask client with at least ``n_workers`` workers.
+
+    Parameters
+    ----------
+    address : str, optional
+        A running scheduler (``tcp://host:8786``). Without it, an embedded ``LocalCluster`` of
+        ``n_workers`` processes with one thread each is started on 127.0.0.1 (dashboard on a free port).
+    n_workers : int
+        Workers needed; with ``address`` this waits up to ``timeout_s`` for that many to join.
+    """
+    if address:
+        client = Client(address, timeout=timeout_s)
+        client.wait_for_workers(n_workers, timeout=timeout_s)
+        return ClusterHandle(client)
+    cluster = LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=40,
+    )  # fmt: skip
+    try:
+        client = Client(cluster, timeout=timeout_s)
+    except BaseException:
+        cluster.close()
+        raise
+    return ClusterHandle(client, cluster)

@@ -1,0 +1,223 @@
+"""One replica's training state and step: sample -> grads -> exchange -> optimizer, plus its records.
+
+A :class:`ReplicaEngine` knows nothing about Dask: it is given an exchange (over any transport) and
+an :class:`Agreement` (small collectives among replicas), so the same code runs in Dask actors and
+in plain ``torch.multiprocessing`` tests.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from .codecs.base import stable_seed
+from .config import RunConfig
+from .data import Dataset, shard_indices
+from .exchange import Exchange
+from .metrics import StepRecord
+from .models import build_model, is_linear
+from .sampling import build_sampler, drop_within_budget
+from .trainer import Counters, backprop_batch, evaluate, flat_params, lr_at, make_optimizer
+
+__all__ = ["Agreement", "EpochReport", "ReplicaEngine", "global_dropper", "replica_seed"]
+
+
+class Agreement:
+    """Small collectives among the replicas (not the PS servers) through torch.distributed."""
+
+    def __init__(self, group: Any = None) -> None:
+        self.group = group
+
+    def max_int(self, value: int) -> int:
+        t = torch.tensor([int(value)], dtype=torch.int64)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=self.group)
+        return int(t.item())
+
+    def sum_float(self, value: float) -> float:
+        t = torch.tensor([float(value)], dtype=torch.float64)
+        torch.distributed.all_reduce(t, group=self.group)
+        return float(t.item())
+
+    def gather(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """Every replica's 1-D float tensor (lengths may differ), in rank order."""
+        world = torch.distributed.get_world_size(self.group)
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+        torch.distributed.all_gather(sizes, torch.tensor([values.numel()], dtype=torch.int64), group=self.group)
+        longest = max(int(s) for s in sizes)
+        padded = torch.full((longest,), float("nan"), dtype=torch.float64)
+        padded[: values.numel()] = values.double()
+        out = [torch.empty(longest, dtype=torch.float64) for _ in range(world)]
+        torch.distributed.all_gather(out, padded, group=self.group)
+        return [o[: int(s)].float() for o, s in zip(out, sizes, strict=True)]
+
+
+def global_dropper(agreement: Agreement, rank: int) -> Callable[[torch.Tensor, float, float], torch.Tensor]:
+    """A drop rule with one global budget: all bounds are gathered, the same prefix is cut everywhere.
+
+    Exact, and cheap next to gradients: 4 bytes per training sample per epoch.
+    """
+
+    def drop(bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:
+        parts = agreement.gather(bounds)
+        total = sum(p.numel() for p in parts)
+        mask = drop_within_budget(torch.cat(parts), eps, total - math.ceil(min_keep * total))
+        start = sum(p.numel() for p in parts[:rank])
+        return mask[start : start + bounds.numel()]
+
+    return drop
+
+
+def replica_seed(seed: int, rank: int) -> int:
+    """The seed of replica ``rank``'s sampler (visiting order, random draws)."""
+    return stable_seed(seed, "replica", rank) % (2**31)
+
+
+@dataclass
+class EpochReport:
+    """What one replica did in one epoch; plain data, so it travels back from a Dask actor."""
+
+    rank: int
+    epoch: int
+    samples: int = 0
+    backprops: int = 0
+    forwards: int = 0
+    loss_sum: float = 0.0
+    train_s: float = 0.0
+    steps: list[dict] = field(default_factory=list)
+    traffic: list[dict] = field(default_factory=list)
+    selection: dict[str, list] = field(default_factory=dict)
+
+
+class ReplicaEngine:
+    """Model, optimizer, shard and sampler of replica ``rank`` of ``world``.
+
+    Every replica builds the same initial model from the run seed, so no broadcast is needed; the
+    exchange returns bit-identical averaged gradients, so the replicas stay identical.
+    """
+
+    def __init__(self, config: RunConfig, rank: int, world: int, dataset: Dataset, run_id: str = "run") -> None:
+        o = config.optim
+        self.config, self.rank, self.world, self.run_id = config, rank, world, run_id
+        self.shard = shard_indices(dataset.y_train, world, config.data.shard, seed=o.seed)[rank]
+        self.x, self.y = dataset.x_train[self.shard], dataset.y_train[self.shard]
+        self.x_test, self.y_test = dataset.x_test, dataset.y_test
+        self.model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
+        self.sampler = build_sampler(
+            config.sampler.sampler, n=int(self.shard.numel()), seed=replica_seed(o.seed, rank), epochs=o.epochs,
+            feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
+        )  # fmt: skip
+        self.optimizer = make_optimizer(self.model, config)
+        self.local_batch = max(1, o.batch_size // world)
+        self.counters = Counters()
+        self.step = 0
+        self.exchange: Exchange | None = None
+        self.selection = None
+        self.detail_every = 10  # full per-chunk traffic for every 10th step; totals for all
+
+    def attach(self, exchange: Exchange, agreement: Agreement | None) -> None:
+        self.exchange = exchange
+        if agreement is not None and hasattr(self.sampler, "dropper"):
+            self.sampler.dropper = global_dropper(agreement, self.rank)
+        self.agreement = agreement
+
+    # -- epoch ----------------------------------------------------------------------------
+    def select(self, epoch: int) -> int:
+        """Choose this epoch's samples; return the number of local steps they need."""
+        self.selection = self.sampler.select(epoch)
+        return math.ceil(len(self.selection) / self.local_batch)
+
+    def run_epoch(
+        self, epoch: int, steps: int, live: Callable[[str, list[dict]], None] | None = None
+    ) -> EpochReport:
+        """Run ``steps`` synchronous steps (a replica whose samples ran out sends zero-weight gradients).
+
+        ``live(kind, rows)`` receives small batches while the epoch runs: ``"steps"`` rows (per-step
+        totals, every step) and ``"traffic"`` rows (per-chunk detail of every ``detail_every``-th step).
+        """
+        o = self.config.optim
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
+        self.exchange.epoch = epoch
+        report = EpochReport(self.rank, epoch)
+        backprops0, forwards0 = self.counters.backprops, self.counters.forwards
+        start = time.perf_counter()
+        pending: list[dict] = []
+        for s in range(steps):
+            part = slice(s * self.local_batch, (s + 1) * self.local_batch)
+            detail_from = len(report.traffic)
+            row = self._step(epoch, self.selection.indices[part], self.selection.weights[part], report)
+            report.steps.append(row)
+            pending.append(row)
+            if live is not None and row["step"] % self.detail_every == 0:
+                live("traffic", report.traffic[detail_from:])
+            if live is not None and (len(pending) >= 5 or s == steps - 1):
+                live("steps", pending)
+                pending = []
+        report.train_s = time.perf_counter() - start
+        report.backprops = self.counters.backprops - backprops0
+        report.forwards = self.counters.forwards - forwards0
+        report.selection = self._selection_columns(epoch)
+        return report
+
+    def _step(self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, report: EpochReport) -> dict:
+        t0 = time.perf_counter()
+        params = list(self.model.parameters())
+        loss_value, used = backprop_batch(self.model, self.sampler, self.x, self.y, idx, weights, self.counters)
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        t1 = time.perf_counter()
+        averaged = self.exchange.reduce(flat, float(used))
+        t2 = time.perf_counter()
+        before = flat_params(self.model)
+        offset = 0
+        for p in params:
+            p.grad = averaged[offset : offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        self.optimizer.step()
+        self.counters.path += float(torch.linalg.vector_norm(flat_params(self.model) - before))
+        report.samples += used
+        report.loss_sum += loss_value * used
+        traffic = self.exchange.traffic()
+        report.traffic += [asdict(r) for r in traffic]
+        record = StepRecord(self.run_id, epoch, self.step, self.rank, used, loss_value, t1 - t0, 0.0, t2 - t1)
+        row = asdict(record)
+        row["wire_bytes"] = int(sum(r.wire_bytes for r in traffic))
+        row["raw_bytes"] = int(sum(r.raw_bytes for r in traffic))
+        self.step += 1
+        return row
+
+    def _selection_columns(self, epoch: int) -> dict[str, list]:
+        kept = torch.zeros(int(self.shard.numel()), dtype=torch.bool)
+        kept[self.selection.indices] = True
+        return {
+            "epoch": [epoch] * int(self.shard.numel()), "rank": [self.rank] * int(self.shard.numel()),
+            "sample_id": self.shard.tolist(), "bound": self.sampler.bounds().double().tolist(), "kept": kept.tolist(),
+        }  # fmt: skip
+
+    def evaluate(self) -> tuple[float, float]:
+        return evaluate(self.model, self.x_test, self.y_test)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        state = {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "sampler": self.sampler.state_dict(), "counters": asdict(self.counters), "step": self.step,
+        }  # fmt: skip
+        memory = getattr(self.exchange.codec, "memory", None) if self.exchange is not None else None
+        if memory is not None:
+            state["memory"] = memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.counters, self.step = Counters(**state["counters"]), int(state["step"])
+        memory = getattr(self.exchange.codec, "memory", None) if self.exchange is not None else None
+        if memory is not None and "memory" in state:
+            memory.load_state_dict(state["memory"])
+

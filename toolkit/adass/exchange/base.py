@@ -1,0 +1,177 @@
+"""The Exchange protocol (``reduce(flat_grad, count)`` per rank), the exchange registry, and the
+check that an exchange and a codec can work together before anything runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from ..codecs import Codec, make_codec
+from ..codecs.base import ChunkKey, Payload
+from ..metrics import TrafficRecord
+from ..registry import Registry, SpecError, parse_spec
+from .link import Link
+from .timing import stage_seconds
+from .transport import Transfer, Transport
+
+__all__ = ["EXCHANGES", "Exchange", "check", "count_payload", "make_exchange", "output_buffer"]
+
+EXCHANGES = Registry("exchange")
+
+
+def count_payload(count: float) -> Payload:
+    """A worker's sample count as an 8-byte control payload (float64)."""
+    return Payload({"count": torch.tensor([float(count)], dtype=torch.float64)}, numel=0)
+
+
+class Exchange(ABC):
+    """Averages flat gradients across workers; one object per rank, all ranks call in lock-step.
+
+    Parameters
+    ----------
+    transport : Transport
+        This rank's endpoint.
+    codec : Codec or str
+        How gradient chunks travel (a spec string is built with ``make_codec``).
+    seed : int
+        Run seed; with the step and chunk id it seeds every codec draw, the same on every rank.
+    run : str
+        Run id written into the traffic records.
+    epoch : int
+        Epoch written into the traffic records (set it as training goes on).
+
+    Attributes
+    ----------
+    step : int
+        The step the next ``reduce`` belongs to; it counts up by one per call.
+    """
+
+    name = "exchange"
+
+    def __init__(self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0) -> None:
+        self.transport = transport
+        self.codec = make_codec(codec) if isinstance(codec, str) else codec
+        self.seed, self.epoch, self.step = seed, epoch, 0
+        self.transport.log.run = run
+
+    @abstractmethod
+    def reduce(self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The average of every worker's ``flat_grad``, weighted by their ``count``.
+
+        Parameters
+        ----------
+        flat_grad : Tensor
+            This worker's gradient, any shape (flattened); the same length on every worker.
+        count : float, optional
+            This worker's sample count in the step. None on every worker: equal weights, and no
+            counts travel. Either all workers pass a count or none does.
+        out : Tensor, optional
+            Contiguous float32 tensor of ``n`` values for the result; it may be ``flat_grad``
+            itself (an in-place reduce, like ``torch.distributed.all_reduce``).
+
+        Returns
+        -------
+        Tensor
+            float32 ``(n,)`` (``out`` where given), bit-identical on every worker.
+        """
+
+    @classmethod
+    def check(cls, codec: Codec, **params: Any) -> None:
+        """Raise SpecError (one line) if this exchange cannot work with ``codec``."""
+
+    @classmethod
+    def extra_ranks(cls, **params: Any) -> int:
+        """Ranks besides the workers that this exchange needs (PS servers); they run ``serve_step``."""
+        return 0
+
+    def serve_step(self) -> Any:
+        """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
+        raise RuntimeError(f"exchange {self.name!r} has no server ranks")
+
+    @classmethod
+    def stage(cls, phase: str, hop: int) -> Hashable:
+        """The stage of the time model a transfer belongs to (see ``timing.stage_seconds``)."""
+        return (phase, hop)
+
+    @classmethod
+    def step_seconds(cls, records: Any, link: Link) -> float:
+        """Modelled time of one step from its traffic records."""
+        return float(sum(stage_seconds(records, link, cls.stage).values()))
+
+    def traffic(self) -> list[TrafficRecord]:
+        """Records of the transfers this rank received since the last call."""
+        return self.transport.log.drain()
+
+    @property
+    def rank(self) -> int:
+        return self.transport.rank
+
+    def _key(self, chunk: int, hop: int = 0) -> ChunkKey:
+        """The codec key of piece ``chunk`` this step, encoded by this rank at ``hop``."""
+        return replace(ChunkKey(self.seed, self.step, chunk), rank=self.rank, hop=hop)
+
+    def _meta(self, phase: str, hop: int, chunk: int, raw_bytes: int | None = None) -> Transfer:
+        return Transfer(phase, hop, chunk, self.step, self.epoch, raw_bytes)
+
+
+def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
+    """``out`` checked (contiguous float32 with ``n`` values) as a flat view, or a new tensor."""
+    if out is None:
+        return torch.empty(n, dtype=torch.float32)
+    if out.dtype != torch.float32 or out.numel() != n or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous float32 tensor of {n} values; got {out.dtype} {tuple(out.shape)}")
+    return out.view(-1)
+
+
+def make_exchange(spec: str, transport: Transport, codec: Codec | str, **context: Any) -> Exchange:
+    """Build an exchange from a spec (``ring:strategy=shared_scale``, ``ps:servers=2``).
+
+    Parameters
+    ----------
+    spec : str
+        The exchange spec.
+    transport : Transport
+        This rank's endpoint.
+    codec : Codec or str
+        The gradient codec (checked against the exchange first).
+    **context
+        ``seed``, ``run``, ``epoch``.
+
+    Raises
+    ------
+    SpecError
+        A bad spec or an impossible exchange/codec pair, before anything is sent.
+    """
+    codec = make_codec(codec) if isinstance(codec, str) else codec
+    check(spec, codec)
+    return EXCHANGES.build(spec, transport=transport, codec=codec, **context)
+
+
+def check(exchange_spec: str, codec_spec: str | Codec) -> str:
+    """Check that an exchange spec and a codec spec can work together; return the exchange spec
+    in canonical form.
+
+    Raises
+    ------
+    SpecError
+        One line naming the problem: a malformed or unknown spec, or an impossible pair such as
+        ``ring:strategy=shared_scale`` with ``fp16`` (nothing to share).
+    """
+    parsed = parse_spec(exchange_spec, "exchange")
+    entry, values = EXCHANGES.resolve(parsed)
+    codec = make_codec(codec_spec) if isinstance(codec_spec, str) else codec_spec
+    entry.factory.check(codec, **values)
+    if not values:
+        return entry.name
+    return entry.name + ":" + ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise SpecError with ``message`` unless ``condition``."""
+    if not condition:
+        raise SpecError(message)

@@ -1,0 +1,130 @@
+"""Wire framing for real transports: a fixed 256-byte head, an optional overflow, then raw tensor bytes.
+
+Head layout: ``b"AX"``, version (uint8), a zero byte, descriptor length ``L`` (uint32 little-endian),
+then the first ``min(L, 248)`` bytes of the descriptor; a longer descriptor continues in one
+overflow message of ``L - 248`` bytes. The descriptor is compact JSON: ``n`` numel, ``hb`` header
+bytes, ``h`` the codec header, ``t`` ``[name, dtype, shape]`` per tensor, ``m`` the transfer
+(phase, hop, chunk, step, epoch, raw bytes or -1) and ``ts`` (send time, release time). Each
+non-empty tensor then follows as one message of its bytes, in descriptor order.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..codecs.base import Payload
+from .transport import Transfer
+
+__all__ = ["HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views", "layout_of",
+           "pack_head", "unpack_head"]  # fmt: skip
+
+HEAD_BYTES = 256
+_MAGIC, _VERSION = b"AX", 1
+_PREFIX = struct.Struct("<2sBxI")
+_INLINE = HEAD_BYTES - _PREFIX.size
+
+Layout = list[tuple[str, str, list[int]]]  # (name, dtype name, shape) per tensor
+
+
+@dataclass
+class Frame:
+    """A parsed descriptor: everything about a payload except its tensor bytes."""
+
+    numel: int
+    header_bytes: int
+    header: dict[str, Any]
+    layout: Layout
+    meta: Transfer
+    sent_at: float
+    not_before: float
+
+
+def layout_of(payload: Payload) -> Layout:
+    """Names, dtypes and shapes of the payload's tensors, in their order."""
+    return [(k, str(t.dtype).removeprefix("torch."), list(t.shape)) for k, t in payload.tensors.items()]
+
+
+def pack_head(payload: Payload, meta: Transfer, sent_at: float, not_before: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The 256-byte head (uint8) and the overflow message, if the descriptor needs one."""
+    raw = -1 if meta.raw_bytes is None else meta.raw_bytes
+    descriptor = {
+        "n": payload.numel, "hb": payload.header_bytes, "h": payload.header, "t": layout_of(payload),
+        "m": [meta.phase, meta.hop, meta.chunk, meta.step, meta.epoch, raw], "ts": [sent_at, not_before],
+    }  # fmt: skip
+    try:
+        text = json.dumps(descriptor, separators=(",", ":")).encode()
+    except TypeError as err:
+        raise TypeError(f"payload header cannot travel (JSON values only): {payload.header!r}") from err
+    head = bytearray(HEAD_BYTES)
+    _PREFIX.pack_into(head, 0, _MAGIC, _VERSION, len(text))
+    head[_PREFIX.size : _PREFIX.size + min(len(text), _INLINE)] = text[:_INLINE]
+    overflow = text[_INLINE:]
+    over = torch.frombuffer(bytearray(overflow), dtype=torch.uint8) if overflow else None
+    return torch.frombuffer(head, dtype=torch.uint8), over
+
+
+def overflow_bytes(head: torch.Tensor) -> int:
+    """How many descriptor bytes follow in an overflow message (0 for most payloads)."""
+    magic, version, length = _PREFIX.unpack_from(head.numpy().tobytes(), 0)
+    if magic != _MAGIC or version != _VERSION:
+        raise RuntimeError(f"not an adass frame (magic {magic!r}, version {version})")
+    return max(0, length - _INLINE)
+
+
+def unpack_head(head: torch.Tensor, overflow: torch.Tensor | None = None) -> Frame:
+    """Parse a head (and its overflow) into a Frame."""
+    data = head.numpy().tobytes()
+    _, _, length = _PREFIX.unpack_from(data, 0)
+    text = data[_PREFIX.size : _PREFIX.size + min(length, _INLINE)]
+    if overflow is not None:
+        text += overflow.numpy().tobytes()
+    d = json.loads(text)
+    phase, hop, chunk, step, epoch, raw = d["m"]
+    meta = Transfer(phase, hop, chunk, step, epoch, None if raw < 0 else raw)
+    layout = [(name, dtype, list(shape)) for name, dtype, shape in d["t"]]
+    return Frame(d["n"], d["hb"], d["h"], layout, meta, d["ts"][0], d["ts"][1])
+
+
+def body_views(payload: Payload) -> list[torch.Tensor]:
+    """The payload's non-empty tensors as flat uint8 views (contiguous copies where needed)."""
+    views = []
+    for t in payload.tensors.values():
+        if t.numel():
+            views.append(t.detach().contiguous().reshape(-1).view(torch.uint8))
+    return views
+
+
+def body_sizes(layout: Layout) -> list[int]:
+    """Byte sizes of the body messages of ``layout`` (its non-empty tensors)."""
+    sizes = []
+    for _, dtype, shape in layout:
+        numel = _numel(shape)
+        if numel:
+            sizes.append(numel * torch.empty(0, dtype=getattr(torch, dtype)).element_size())
+    return sizes
+
+
+def alloc_bodies(layout: Layout) -> list[torch.Tensor]:
+    """Empty uint8 buffers for the body messages of ``layout``."""
+    return [torch.empty(size, dtype=torch.uint8) for size in body_sizes(layout)]
+
+
+def assemble(frame: Frame, buffers: list[torch.Tensor]) -> Payload:
+    """The Payload of ``frame`` from its received body buffers."""
+    tensors, it = {}, iter(buffers)
+    for name, dtype, shape in frame.layout:
+        kind = getattr(torch, dtype)
+        tensors[name] = next(it).view(kind).reshape(shape) if _numel(shape) else torch.empty(shape, dtype=kind)
+    return Payload(tensors, frame.numel, frame.header, frame.header_bytes)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,135 @@
+"""Transport over torch.distributed point-to-point (gloo) between real processes, framed by
+``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ..codecs.base import Payload
+from . import framing
+from .link import Link, parse_link
+from .transport import RecvHandle, SendHandle, Transfer, Transport
+
+__all__ = ["GlooTransport"]
+
+
+class _Sent(SendHandle):
+    def __init__(self, works: list, keep: list[torch.Tensor]) -> None:
+        self.works, self.keep = works, keep  # the tensors stay alive until the sends complete
+
+    def wait(self) -> None:
+        for w in self.works:
+            w.wait()
+        self.works, self.keep = [], []
+
+
+class _Recv(RecvHandle):
+    def __init__(self, transport: GlooTransport, src: int, like: Payload | None,
+                 into: list[torch.Tensor] | None) -> None:  # fmt: skip
+        super().__init__(transport._queue(src))
+        self.transport, self.src = transport, src
+        self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
+        self.head_work = transport._post_recv(self.head, src, transport.tag_head)
+        self.layout = framing.layout_of(like) if like is not None else None
+        self.bodies: list[torch.Tensor] = []
+        self.body_works: list = []
+        if self.layout is not None:  # the layout is known: post the body buffers now
+            if into is None:
+                buffers = framing.alloc_bodies(self.layout)
+            else:
+                buffers = [b.reshape(-1).view(torch.uint8) for b in into]
+                if [b.numel() for b in buffers] != framing.body_sizes(self.layout):
+                    raise ValueError(f"rank {transport.rank}: receive buffers do not fit layout {self.layout}")
+            self._post_bodies(buffers)
+
+    def _post_bodies(self, buffers: list[torch.Tensor]) -> None:
+        t = self.transport
+        self.bodies = buffers
+        self.body_works = [t._post_recv(b, self.src, t.tag_body) for b in buffers]
+
+    def _complete(self) -> Payload:
+        t = self.transport
+        self.head_work.wait()
+        extra = framing.overflow_bytes(self.head)
+        overflow = None
+        if extra:
+            overflow = torch.empty(extra, dtype=torch.uint8)
+            t._post_recv(overflow, self.src, t.tag_overflow).wait()
+        frame = framing.unpack_head(self.head, overflow)
+        if self.layout is None:
+            self._post_bodies(framing.alloc_bodies(frame.layout))
+        elif frame.layout != self.layout:
+            raise RuntimeError(
+                f"rank {t.rank}: payload from {self.src} has layout {frame.layout}, expected {self.layout}"
+            )
+        for w in self.body_works:
+            w.wait()
+        payload = framing.assemble(frame, self.bodies)
+        t.log.frame_bytes += framing.HEAD_BYTES + extra
+        t._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
+        return payload
+
+
+class GlooTransport(Transport):
+    """One process's endpoint in a torch.distributed process group (gloo).
+
+    Parameters
+    ----------
+    group : ProcessGroup, optional
+        The group to use (the default group if None); ranks are ranks within it.
+    link : str or Link, optional
+        Link model for ``sim_seconds``; with ``throttle=True`` the real link is paced to it.
+    throttle : bool
+        Deliver no message before the link model allows.
+    segment_bytes : int
+        Preferred pipeline sub-chunk size for exchanges (default 1 MiB).
+    tag_base : int
+        First of the three tags used (head, overflow, body); separate transports on one group
+        need separate tag ranges.
+    """
+
+    def __init__(
+        self,
+        group: dist.ProcessGroup | None = None,
+        link: str | Link | None = None,
+        throttle: bool = False,
+        segment_bytes: int = 1 << 20,
+        tag_base: int = 0,
+    ) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError("GlooTransport needs torch.distributed.init_process_group first")
+        self.group = group
+        super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle)
+        self.segment_bytes = segment_bytes
+        self.tag_head, self.tag_overflow, self.tag_body = tag_base + 1, tag_base + 2, tag_base + 3
+
+    def _post_recv(self, tensor: torch.Tensor, src: int, tag: int):
+        if self.group is None:
+            return dist.irecv(tensor, src=src, tag=tag)
+        return dist.irecv(tensor, group=self.group, tag=tag, group_src=src)
+
+    def _post_send(self, tensor: torch.Tensor, dst: int, tag: int):
+        if self.group is None:
+            return dist.isend(tensor, dst=dst, tag=tag)
+        return dist.isend(tensor, group=self.group, tag=tag, group_dst=dst)
+
+    def isend(self, dst: int, payload: Payload, meta: Transfer) -> SendHandle:
+        if not 0 <= dst < self.world or dst == self.rank:
+            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
+        sent_at, not_before = self._stamp(payload)
+        head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
+        works = [self._post_send(head, dst, self.tag_head)]
+        keep = [head]
+        if overflow is not None:
+            works.append(self._post_send(overflow, dst, self.tag_overflow))
+            keep.append(overflow)
+        for body in framing.body_views(payload):
+            works.append(self._post_send(body, dst, self.tag_body))
+            keep.append(body)
+        self.log.sent(payload)
+        return _Sent(works, keep)
+
+    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None) -> RecvHandle:
+        return _Recv(self, src, like, into)

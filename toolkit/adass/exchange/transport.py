@@ -1,0 +1,197 @@
+"""The Transport protocol (point-to-point payloads between ranks) and its byte and time accounting.
+
+A transfer is described by a :class:`Transfer` that travels with the payload; the receiving rank
+turns each delivered transfer into a :class:`~adass.metrics.TrafficRecord`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from ..codecs.base import Payload
+from ..metrics import TrafficRecord
+from .link import Link, LinkClock
+
+__all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport"]
+
+PHASES = ("count", "scale", "push", "reduce_scatter", "all_gather", "pull")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """What a message is, for the records: phase, hop and chunk of one step.
+
+    ``raw_bytes`` overrides ``payload.raw_bytes`` for control messages (counts, scales), whose
+    dense fp32 size is not ``4 * numel``.
+    """
+
+    phase: str
+    hop: int = 0
+    chunk: int = 0
+    step: int = 0
+    epoch: int = 0
+    raw_bytes: int | None = None
+
+
+@dataclass
+class TrafficLog:
+    """Per-endpoint accounting: totals of what was sent and delivered, and one record per delivery.
+
+    ``frame_bytes`` counts what a transport adds around payloads on the wire (gloo frame heads);
+    ``wire_bytes`` in the records is the payloads' own ``nbytes``.
+    """
+
+    run: str = ""
+    sent_bytes: int = 0
+    sent_messages: int = 0
+    received_bytes: int = 0
+    received_messages: int = 0
+    frame_bytes: int = 0
+    seconds: float = 0.0
+    sim_seconds: float = 0.0
+    records: list[TrafficRecord] = field(default_factory=list)
+
+    def sent(self, payload: Payload) -> None:
+        self.sent_bytes += payload.nbytes
+        self.sent_messages += 1
+
+    def delivered(
+        self, src: int, dst: int, payload: Payload, meta: Transfer, seconds: float, link: Link | None
+    ) -> TrafficRecord:
+        """Count one delivered message and keep its record."""
+        sim = link.seconds(payload.nbytes) if link is not None else 0.0
+        raw = payload.raw_bytes if meta.raw_bytes is None else meta.raw_bytes
+        record = TrafficRecord(
+            run=self.run, epoch=meta.epoch, step=meta.step, phase=meta.phase, hop=meta.hop,
+            src=src, dst=dst, chunk=meta.chunk, raw_bytes=raw, wire_bytes=payload.nbytes,
+            seconds=seconds, sim_seconds=sim,
+        )  # fmt: skip
+        self.received_bytes += payload.nbytes
+        self.received_messages += 1
+        self.seconds += seconds
+        self.sim_seconds += sim
+        self.records.append(record)
+        return record
+
+    def drain(self) -> list[TrafficRecord]:
+        """The records kept so far; the log starts a new list (totals keep counting)."""
+        out, self.records = self.records, []
+        return out
+
+
+class SendHandle(ABC):
+    """A send in flight; ``wait`` returns once the payload's buffers may be reused."""
+
+    @abstractmethod
+    def wait(self) -> None: ...
+
+
+class RecvHandle(ABC):
+    """A receive in flight; ``wait`` returns the delivered payload.
+
+    Receives from one source complete in the order they were posted: waiting on a later handle
+    first completes the earlier ones (their payloads are kept for their own ``wait``).
+    """
+
+    def __init__(self, queue: deque[RecvHandle]) -> None:
+        self._queue = queue
+        self._payload: Payload | None = None
+        queue.append(self)
+
+    def wait(self) -> Payload:
+        while self._payload is None:
+            head = self._queue.popleft()
+            head._payload = head._complete()
+        return self._payload
+
+    @abstractmethod
+    def _complete(self) -> Payload:
+        """Block until this (the oldest pending) receive from its source has arrived."""
+
+
+class Transport(ABC):
+    """Moves payloads between ``world`` ranks; this object is one rank's endpoint.
+
+    Parameters
+    ----------
+    rank, world : int
+        This endpoint and the number of ranks.
+    link : Link, optional
+        The link model: every delivered transfer gets ``sim_seconds`` from it.
+    throttle : bool
+        Also pace the real transfers so none finishes before ``link`` allows.
+
+    Attributes
+    ----------
+    segment_bytes : int or None
+        Preferred size of pipeline sub-chunks; None where overlap gains nothing (in process).
+    by_reference : bool
+        Payloads reach the receiver as the same objects (in process), not as copies.
+    log : TrafficLog
+        Totals and records of this endpoint's deliveries.
+    """
+
+    segment_bytes: int | None = None
+    by_reference: bool = False
+
+    def __init__(self, rank: int, world: int, link: Link | None = None, throttle: bool = False) -> None:
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is not in a world of {world}")
+        if throttle and link is None:
+            raise ValueError("throttle=True needs a link model")
+        self.rank, self.world = rank, world
+        self.link = link
+        self.clock = LinkClock(link) if throttle and link is not None else None
+        self.log = TrafficLog()
+        self._pending: dict[int, deque[RecvHandle]] = {}
+
+    @abstractmethod
+    def isend(self, dst: int, payload: Payload, meta: Transfer) -> SendHandle:
+        """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``."""
+
+    @abstractmethod
+    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None) -> RecvHandle:
+        """Post a receive from ``src``.
+
+        ``like``, a payload of the same layout (tensor names, dtypes and shapes), lets a transport
+        post its buffers before the message announces itself; ``into`` (with ``like``) offers
+        contiguous tensors, one per non-empty tensor of the layout, to receive straight into. A
+        transport may ignore both (in process, payloads arrive as they were sent).
+        """
+
+    def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
+        """Send and wait."""
+        self.isend(dst, payload, meta).wait()
+
+    def recv(self, src: int, like: Payload | None = None) -> Payload:
+        """Receive the next payload from ``src``."""
+        return self.irecv(src, like).wait()
+
+    def close(self) -> None:
+        """Release resources (nothing by default)."""
+
+    def _queue(self, src: int) -> deque[RecvHandle]:
+        if not 0 <= src < self.world or src == self.rank:
+            raise ValueError(f"rank {self.rank}: cannot receive from {src} in a world of {self.world}")
+        return self._pending.setdefault(src, deque())
+
+    def _stamp(self, payload: Payload) -> tuple[float, float]:
+        """Send time and the time the sender's egress releases the message (pacing)."""
+        now = time.time()
+        not_before = self.clock.egress(payload.nbytes, now) if self.clock is not None else now
+        return now, not_before
+
+    def _deliver(self, src: int, payload: Payload, meta: Transfer, sent_at: float, not_before: float) -> None:
+        """Pace (when throttled) and record a delivered message."""
+        if self.clock is not None:
+            done = self.clock.ingress(payload.nbytes, not_before)
+            delay = done - time.time()
+            if delay > 0:
+                time.sleep(delay)
+        seconds = max(0.0, time.time() - sent_at)
+        self.log.delivered(src, self.rank, payload, meta, seconds, self.link)
