@@ -17,10 +17,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# 4 Dask workers on an embedded LocalCluster: full-data fp32 ring beside ADASS with an 8-bit ring
 demo: $(STAMP)
-	$(BIN)/adass compare --data mnist5k --model mlp:hidden=128 \
-		--samplers full random:ratio=0.6 adass:eps=0.2 \
-		--epochs 20 --seeds 1 --out $(DEMO_OUT)
+	$(BIN)/adass compare --workers 4 --data mnist5k --model mlp:hidden=128 --epochs 8 \
+		--samplers adass:eps=0.3 --exchanges ring --codecs fp32 qsgd:bits=8 \
+		--seeds 1 --out $(DEMO_OUT) --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

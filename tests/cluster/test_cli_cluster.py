@@ -111,3 +111,27 @@ def test_no_process_or_port_left_after_a_run_or_a_failed_run():
     with pytest.raises(Exception):  # noqa: B017  (whatever Dask reports for the lost replica)
         train_distributed(config, on_ready=handles.append, progress=kill_rank_one)
     assert _settled(children, ports)
+
+
+def test_compare_runs_every_sampler_exchange_and_codec_on_one_cluster(tmp_path, capsys):
+    from adass.compare import DISTRIBUTED_COLUMNS
+
+    out = tmp_path / "cmp"
+    args = ["compare", *TINY, "--model", "mlp:hidden=64", "--workers", "2", "--epochs", "2",
+            "--samplers", "adass:eps=0.3,warmup=1",
+            "--exchanges", "ring", "ps:servers=1", "--codecs", "fp32", "randk:ratio=0.1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    table = pd.read_csv(out / "compare.csv")
+    assert list(table.columns) == DISTRIBUTED_COLUMNS
+    assert len(table) == 2 * 2 * 2
+    full_fp32 = table[(table["sampler"] == "full") & (table["exchange"] == "ring") & (table["codec"] == "fp32")]
+    assert full_fp32["backprop_frac"].item() == 1.0
+    ring = table[(table["exchange"] == "ring") & (table["sampler"] == "full")].set_index("codec")
+    assert ring.loc["randk:ratio=0.1", "wire_bytes"] < 0.3 * ring.loc["fp32", "wire_bytes"]
+    assert "Dask dashboard" in capsys.readouterr().err
+
+
+def test_compare_refuses_exchanges_without_workers(tmp_path, capsys):
+    code = main(["compare", *TINY, "--samplers", "full", "--codecs", "fp16", "--out", str(tmp_path / "x")])
+    assert code == 2 and "--workers" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -182,7 +182,7 @@ def summarise(runs: pd.DataFrame, distributed: bool = False) -> pd.DataFrame:
         "backprop_frac": [g["backprop_frac"].mean() for g in groups.values()],
         "forward_frac": [g["forward_frac"].mean() for g in groups.values()],
         "wall_ratio": [g["wall_s"].sum() / ref_wall for g in groups.values()],
-        "wire_bytes": [g["wire_bytes"].mean() if "wire_bytes" in g else 0.0 for g in groups.values()],
+        "wire_bytes": [int(g["wire_bytes"].mean()) if "wire_bytes" in g else 0 for g in groups.values()],
         "epoch_s": [g["epoch_s"].mean() if "epoch_s" in g else 0.0 for g in groups.values()],
     })  # fmt: skip
     if not distributed:
