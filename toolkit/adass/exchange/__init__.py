@@ -5,7 +5,9 @@ with a link model for simulated time; ``simulate`` runs one step of P virtual wo
 from . import ps, ring  # noqa: F401  (each module registers its exchange)
 from .base import EXCHANGES, Exchange, check, make_exchange
 from .chunking import ChunkLayout, Piece, chunk_bounds
+from .gloo import GlooTransport
 from .inproc import InProcHub, InProcTransport
+from .launch import free_port, run_processes
 from .link import Link, LinkClock, parse_link
 from .ps import ParameterServer
 from .ring import RingExchange
@@ -18,6 +20,7 @@ __all__ = [
     "PHASES",
     "ChunkLayout",
     "Exchange",
+    "GlooTransport",
     "InProcHub",
     "InProcTransport",
     "Link",
@@ -33,8 +36,10 @@ __all__ = [
     "Transport",
     "check",
     "chunk_bounds",
+    "free_port",
     "make_exchange",
     "parse_link",
+    "run_processes",
     "simulate",
     "stage_seconds",
     "traffic_frame",

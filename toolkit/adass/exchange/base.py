@@ -53,14 +53,18 @@ class Exchange(ABC):
 
     name = "exchange"
 
-    def __init__(self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0) -> None:
+    def __init__(
+        self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0
+    ) -> None:
         self.transport = transport
         self.codec = make_codec(codec) if isinstance(codec, str) else codec
         self.seed, self.epoch, self.step = seed, epoch, 0
         self.transport.log.run = run
 
     @abstractmethod
-    def reduce(self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    def reduce(
+        self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """The average of every worker's ``flat_grad``, weighted by their ``count``.
 
         Parameters
@@ -83,6 +87,7 @@ class Exchange(ABC):
     @classmethod
     def check(cls, codec: Codec, **params: Any) -> None:
         """Raise SpecError (one line) if this exchange cannot work with ``codec``."""
+        return None
 
     @classmethod
     def extra_ranks(cls, **params: Any) -> int:
@@ -124,7 +129,9 @@ def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
     if out is None:
         return torch.empty(n, dtype=torch.float32)
     if out.dtype != torch.float32 or out.numel() != n or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous float32 tensor of {n} values; got {out.dtype} {tuple(out.shape)}")
+        raise ValueError(
+            f"out must be a contiguous float32 tensor of {n} values; got {out.dtype} {tuple(out.shape)}"
+        )
     return out.view(-1)
 
 

@@ -20,8 +20,10 @@ import torch
 from ..codecs.base import Payload
 from .transport import Transfer
 
-__all__ = ["HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views", "layout_of",
-           "pack_head", "unpack_head"]  # fmt: skip
+__all__ = [
+    "HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views",
+    "layout_of", "overflow_bytes", "pack_head", "unpack_head",
+]  # fmt: skip  # fmt: skip
 
 HEAD_BYTES = 256
 _MAGIC, _VERSION = b"AX", 1
@@ -49,7 +51,9 @@ def layout_of(payload: Payload) -> Layout:
     return [(k, str(t.dtype).removeprefix("torch."), list(t.shape)) for k, t in payload.tensors.items()]
 
 
-def pack_head(payload: Payload, meta: Transfer, sent_at: float, not_before: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def pack_head(
+    payload: Payload, meta: Transfer, sent_at: float, not_before: float
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The 256-byte head (uint8) and the overflow message, if the descriptor needs one."""
     raw = -1 if meta.raw_bytes is None else meta.raw_bytes
     descriptor = {
@@ -119,7 +123,9 @@ def assemble(frame: Frame, buffers: list[torch.Tensor]) -> Payload:
     tensors, it = {}, iter(buffers)
     for name, dtype, shape in frame.layout:
         kind = getattr(torch, dtype)
-        tensors[name] = next(it).view(kind).reshape(shape) if _numel(shape) else torch.empty(shape, dtype=kind)
+        tensors[name] = (
+            next(it).view(kind).reshape(shape) if _numel(shape) else torch.empty(shape, dtype=kind)
+        )
     return Payload(tensors, frame.numel, frame.header, frame.header_bytes)
 
 

@@ -99,7 +99,7 @@ class InProcTransport(Transport):
         super().__init__(rank, hub.world, link, throttle)
         self.hub = hub
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True) -> SendHandle:
         if not 0 <= dst < self.world or dst == self.rank:
             raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
         sent_at, not_before = self._stamp(payload)
@@ -107,5 +107,6 @@ class InProcTransport(Transport):
         self.log.sent(payload)
         return _Sent()
 
-    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None) -> RecvHandle:
+    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
+              expect: Transfer | None = None) -> RecvHandle:  # fmt: skip
         return _Recv(self, src)

@@ -55,7 +55,9 @@ def _entry(fn: Callable, rank: int, world: int, port: int, timeout_s: float, thr
             dist.destroy_process_group()
 
 
-def run_processes(fn: Callable, world: int, args: tuple = (), timeout_s: float = 120.0, threads: int = 1) -> list[Any]:
+def run_processes(
+    fn: Callable, world: int, args: tuple = (), timeout_s: float = 120.0, threads: int = 1
+) -> list[Any]:
     """Run ``fn(rank, world, *args)`` in ``world`` spawned processes joined in a gloo group.
 
     Parameters

@@ -38,7 +38,9 @@ class Link:
 
     def __post_init__(self) -> None:
         if not self.bandwidth_bps > 0 or not self.latency_s >= 0:
-            raise SpecError(f"link: bandwidth {self.bandwidth_bps} b/s, latency {self.latency_s} s; {_ALLOWED}")
+            raise SpecError(
+                f"link: bandwidth {self.bandwidth_bps} b/s, latency {self.latency_s} s; {_ALLOWED}"
+            )
 
     @classmethod
     def parse(cls, text: str | Link) -> Link:

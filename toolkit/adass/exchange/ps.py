@@ -77,7 +77,9 @@ class ParameterServer(Exchange):
     def is_server(self) -> bool:
         return self.rank >= self.workers
 
-    def reduce(self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    def reduce(
+        self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.is_server:
             raise RuntimeError(f"rank {self.rank} is a server; call serve_step() there")
         t = self.transport
@@ -92,7 +94,7 @@ class ParameterServer(Exchange):
             push = self.codec.encode(x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
             sends.append(t.isend(dst, push, self._meta("push", 0, s)))
         out = output_buffer(out, x.numel())
-        for (lo, hi), handle in zip(layout.chunks, pulls):
+        for (lo, hi), handle in zip(layout.chunks, pulls, strict=True):
             payload = handle.wait()
             if hi > lo:
                 out[lo:hi] = self.pull_codec.decode(payload)
@@ -122,7 +124,7 @@ class ParameterServer(Exchange):
             raise ValueError(f"sample counts {counts} add up to {total}; need a positive total")
         numel = pushes[0].numel
         mean = torch.zeros(numel, dtype=torch.float32)
-        for c, push in zip(counts, pushes):
+        for c, push in zip(counts, pushes, strict=True):
             if numel:
                 mean += self.codec.decode(push) * (c / total)
         result = self.update(shard, mean) if self.update is not None else mean

@@ -17,7 +17,7 @@ from ..registry import Param
 from .base import EXCHANGES, Exchange, count_payload, output_buffer, require
 from .chunking import ChunkLayout, Piece
 from .strategies import DenseAdd, DirectAdd, FloatMerge, Policy, Requantize, SharedScale, ring_plan
-from .transport import SendHandle, Transport
+from .transport import SendHandle, Transfer, Transport
 
 __all__ = ["RingExchange"]
 
@@ -40,7 +40,7 @@ class RingExchange(Exchange):
         (top-k) fall back to an all-gather of every rank's payloads, as ``allgather`` does always.
     segment_kb : int
         Largest pipeline piece, in KiB of fp32 values; 0 takes ``transport.segment_bytes``
-        (whole chunks in process, 1 MiB over gloo).
+        (whole chunks in process, 64 MiB over gloo).
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
     """
@@ -84,7 +84,9 @@ class RingExchange(Exchange):
                     "vector hop by hop; use ring:strategy=shared_scale",
                 )
 
-    def reduce(self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    def reduce(
+        self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = flat_grad.detach().reshape(-1).to(torch.float32)
         out = output_buffer(out, x.numel())
         weight = self._weight(count)
@@ -107,6 +109,10 @@ class RingExchange(Exchange):
         if self.plan == "shared":
             return SharedScale(self.codec, x, weight, self._key, self._agree_max)
         return Requantize(self.codec, x, weight, self._key)
+
+    def _expect(self, policy: Policy, phase: str, hop: int, piece: Piece) -> Transfer | None:
+        """The transfer a receive expects, where the policy lets it travel unframed."""
+        return self._meta(phase, hop, piece.chunk) if policy.agreed else None
 
     def _workspace(self, n: int) -> torch.Tensor:
         """A float32 buffer of ``n`` values kept from step to step (for the dense plan)."""
@@ -140,21 +146,25 @@ class RingExchange(Exchange):
         self._all_gather(layout, finals, policy, "scale", agreed, hop0=max(0, world - 1))
         return agreed
 
-    def _reduce_scatter(self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor) -> dict[int, Payload]:
+    def _reduce_scatter(
+        self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor
+    ) -> dict[int, Payload]:
         """Run P-1 hops; return this rank's final payloads of its own chunk, by piece id."""
         world, r, t = self.transport.world, self.rank, self.transport
         if world == 1:
             return {p.pid: policy.finish(p, None, out) for p in layout.pieces[r]}
         right, left = (r + 1) % world, (r - 1) % world
+        framed = not policy.agreed
 
         def post(s: int) -> deque[tuple[Piece, object]]:
             chunk = layout.pieces[(r - s - 2) % world]
-            return deque((p, t.irecv(left, like=policy.like(p), into=policy.reduce_buffer(p))) for p in chunk)
+            return deque((p, t.irecv(left, like=policy.like(p), into=policy.reduce_buffer(p),
+                                     expect=self._expect(policy, phase, s, p))) for p in chunk)  # fmt: skip
 
         sends: list[SendHandle] = []
         pending = post(0)
         for p in layout.pieces[(r - 1) % world]:
-            sends.append(t.isend(right, policy.first(p), self._meta(phase, 0, p.chunk)))
+            sends.append(t.isend(right, policy.first(p), self._meta(phase, 0, p.chunk), framed))
         finals = {}
         for s in range(world - 1):
             upcoming = post(s + 1) if s + 1 < world - 1 else deque()
@@ -162,7 +172,7 @@ class RingExchange(Exchange):
                 received = handle.wait()
                 if s < world - 2:
                     partial = policy.combine(p, received, s + 1)
-                    sends.append(t.isend(right, partial, self._meta(phase, s + 1, p.chunk)))
+                    sends.append(t.isend(right, partial, self._meta(phase, s + 1, p.chunk), framed))
                 else:
                     finals[p.pid] = policy.finish(p, received, out)
             pending = upcoming
@@ -179,13 +189,17 @@ class RingExchange(Exchange):
         if world == 1:
             return
         right, left = (r + 1) % world, (r - 1) % world
-        pending = [(s, p, t.irecv(left, like=policy.like(p), into=policy.gather_buffer(p, out)))
+        framed = not policy.agreed
+        pending = [(s, p, t.irecv(left, like=policy.like(p), into=policy.gather_buffer(p, out),
+                                  expect=self._expect(policy, phase, hop0 + s, p)))
                    for s in range(world - 1) for p in layout.pieces[(r - s - 1) % world]]  # fmt: skip
-        sends = [t.isend(right, finals[p.pid], self._meta(phase, hop0, p.chunk)) for p in layout.pieces[r]]
+        sends = [
+            t.isend(right, finals[p.pid], self._meta(phase, hop0, p.chunk), framed) for p in layout.pieces[r]
+        ]
         for s, p, handle in pending:
             received = handle.wait()
             if s < world - 2:
-                sends.append(t.isend(right, received, self._meta(phase, hop0 + s + 1, p.chunk)))
+                sends.append(t.isend(right, received, self._meta(phase, hop0 + s + 1, p.chunk), framed))
             policy.place(p, received, out)
         for h in sends:
             h.wait()
@@ -201,7 +215,10 @@ class RingExchange(Exchange):
             like = mine if self.codec.fixed_size else [None] * len(pieces)
             pending = [(s, (r - s - 1) % world, i, t.irecv(left, like=like[i]))
                        for s in range(world - 1) for i in range(len(pieces))]  # fmt: skip
-            sends = [t.isend(right, pl, self._meta("all_gather", 0, p.chunk)) for p, pl in zip(pieces, mine)]
+            sends = [
+                t.isend(right, pl, self._meta("all_gather", 0, p.chunk))
+                for p, pl in zip(pieces, mine, strict=True)
+            ]
             for s, origin, i, handle in pending:
                 received = handle.wait()
                 got.setdefault(origin, []).append(received)
@@ -214,4 +231,3 @@ class RingExchange(Exchange):
             for origin in range(1, world):
                 acc += self.codec.decode(got[origin][i])
             out[p.lo : p.hi] = acc
-

@@ -5,7 +5,7 @@ with every transfer recorded and the step time taken from the link model.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -17,6 +17,7 @@ from .base import EXCHANGES, Exchange, check
 from .inproc import MAX_WORLD, InProcHub
 from .link import Link, parse_link
 from .timing import stage_seconds, traffic_frame
+from .transport import PHASES
 
 __all__ = ["SimulationResult", "simulate"]
 
@@ -75,6 +76,35 @@ class SimulationResult:
         return stage_seconds(self.traffic, chosen, self.kind.stage)
 
 
+def _run_ranks(hub: InProcHub, work: Callable[[int], None]) -> None:
+    """Run ``work(rank)`` for every rank of ``hub`` on its own thread; re-raise the first failure
+    (the others are woken by ``hub.abort`` instead of waiting for messages that will not come)."""
+    errors: list[BaseException] = []
+
+    def guarded(rank: int) -> None:
+        try:
+            work(rank)
+        except BaseException as err:  # noqa: BLE001 - re-raised below, after the other threads stop
+            errors.append(err)
+            hub.abort()
+
+    threads = [threading.Thread(target=guarded, args=(r,), name=f"adass-sim-{r}") for r in range(hub.world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _in_step_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the order the step runs them: by phase (``PHASES``), hop, then sender."""
+    order = frame.phase.map({p: i for i, p in enumerate(PHASES)}).fillna(len(PHASES))
+    keyed = frame.assign(_order=order)
+    keyed = keyed.sort_values(["_order", "hop", "src", "dst", "chunk"], kind="stable")
+    return keyed.drop(columns="_order").reset_index(drop=True)
+
+
 def simulate(
     grads: Sequence[torch.Tensor],
     exchange: str = "ring",
@@ -111,6 +141,7 @@ def simulate(
 
     Examples
     --------
+    >>> import torch
     >>> grads = [torch.randn(1000) for _ in range(4)]
     >>> result = simulate(grads, exchange="ring", codec="qsgd:bits=4")
     >>> result.traffic.groupby("phase").wire_bytes.sum()
@@ -121,7 +152,9 @@ def simulate(
     entry, params = EXCHANGES.resolve(parse_spec(exchange, "exchange"))
     world = workers + entry.factory.extra_ranks(**params)
     if not 1 <= workers or world > MAX_WORLD:
-        raise SpecError(f"simulate: {workers} workers (+ servers) is not allowed; expected 1..{MAX_WORLD} ranks")
+        raise SpecError(
+            f"simulate: {workers} workers (+ servers) is not allowed; expected 1..{MAX_WORLD} ranks"
+        )
     sizes = {g.numel() for g in grads}
     if len(sizes) != 1:
         raise ValueError(f"every worker's gradient must have the same length; got {sorted(sizes)}")
@@ -131,30 +164,21 @@ def simulate(
     hub = InProcHub(world, timeout_s=timeout_s)
     outputs: list[torch.Tensor | None] = [None] * workers
     records: list[list] = [[] for _ in range(world)]
-    errors: list[BaseException] = []
 
     def work(rank: int) -> None:
-        try:
-            ex = EXCHANGES.build(exchange, transport=hub.transport(rank, model),
-                                 codec=make_codec(codec_spec), seed=seed)  # fmt: skip
-            ex.step = step
-            if rank < workers:
-                outputs[rank] = ex.reduce(grads[rank], None if counts is None else counts[rank])
-            else:
-                ex.serve_step()
-            records[rank] = ex.traffic()
-        except BaseException as err:  # noqa: BLE001 - re-raised below, after the other threads stop
-            errors.append(err)
-            hub.abort()
+        ex = EXCHANGES.build(exchange, transport=hub.transport(rank, model),
+                             codec=make_codec(codec_spec), seed=seed)  # fmt: skip
+        ex.step = step
+        if rank < workers:
+            outputs[rank] = ex.reduce(grads[rank], None if counts is None else counts[rank])
+        else:
+            ex.serve_step()
+        records[rank] = ex.traffic()
 
-    threads = [threading.Thread(target=work, args=(r,), name=f"adass-sim-{r}") for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    _run_ranks(hub, work)
     kind = entry.factory
-    traffic = traffic_frame([r for rank_records in records for r in rank_records])
+    traffic = _in_step_order(traffic_frame([r for rank_records in records for r in rank_records]))
     seconds = kind.step_seconds(traffic, model) if model is not None and not traffic.empty else 0.0
-    return SimulationResult(list(outputs), traffic, seconds, canonical, make_codec(codec_spec).name, model, kind)
+    return SimulationResult(
+        list(outputs), traffic, seconds, canonical, make_codec(codec_spec).name, model, kind
+    )

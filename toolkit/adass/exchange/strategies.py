@@ -52,6 +52,7 @@ class Policy(ABC):
 
     def prepare(self, pieces: list[Piece]) -> None:
         """Work before the first hop (agreeing on scales)."""
+        return None
 
     @abstractmethod
     def first(self, piece: Piece) -> Payload:
@@ -77,6 +78,8 @@ class Policy(ABC):
         """A payload laid out like every one that travels for ``piece`` (lets transports post
         buffers early), or None where layouts change along the ring."""
         return None
+
+    agreed = False  # payloads are fully described by ``like`` (no header): they may travel unframed
 
     def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
         """Buffers a partial sum of ``piece`` may be received into (None: the transport's own)."""
@@ -126,7 +129,7 @@ class SharedScale(DirectAdd):
         sizes = [s.numel() for s in scales]
         cat = torch.cat(scales) if scales else torch.zeros(0)
         shared = self.agree(cat.to(torch.float32)).split(sizes)
-        for p, scale in zip(pieces, shared):
+        for p, scale in zip(pieces, shared, strict=True):
             self.own[p.pid] = self.codec.encode(self.share(p), self.key(p.pid, 0), scale=scale)
 
     def like(self, piece: Piece) -> Payload | None:
@@ -197,6 +200,8 @@ class DenseAdd(Policy):
     where payloads travel by reference) shares are new tensors and the owner sends a copy of its
     values, so a caller changing its result cannot reach another rank's.
     """
+
+    agreed = True
 
     def __init__(self, x: torch.Tensor, weight: float, workspace: torch.Tensor | None) -> None:
         super().__init__(None, x, weight, lambda pid, hop: None)  # type: ignore[arg-type]

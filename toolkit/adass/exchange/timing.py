@@ -50,7 +50,7 @@ def stage_seconds(
     out: dict[Hashable, float] = {}
     if frame.empty:
         return out
-    stages = [stage_of(p, int(h)) for p, h in zip(frame["phase"], frame["hop"])]
+    stages = [stage_of(p, int(h)) for p, h in zip(frame["phase"], frame["hop"], strict=True)]
     frame = frame.assign(_stage=stages)
     for stage, part in frame.groupby("_stage", sort=False):
         egress = part.groupby("src")["wire_bytes"].sum().max()

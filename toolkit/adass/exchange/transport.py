@@ -151,17 +151,33 @@ class Transport(ABC):
         self._pending: dict[int, deque[RecvHandle]] = {}
 
     @abstractmethod
-    def isend(self, dst: int, payload: Payload, meta: Transfer) -> SendHandle:
-        """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``."""
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True) -> SendHandle:
+        """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``.
+
+        ``framed=False`` leaves out what describes the payload on the wire (a copying transport's
+        frame head); only for a receive posted with ``expect``.
+        """
 
     @abstractmethod
-    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None) -> RecvHandle:
+    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
+              expect: Transfer | None = None) -> RecvHandle:  # fmt: skip
         """Post a receive from ``src``.
 
-        ``like``, a payload of the same layout (tensor names, dtypes and shapes), lets a transport
-        post its buffers before the message announces itself; ``into`` (with ``like``) offers
-        contiguous tensors, one per non-empty tensor of the layout, to receive straight into. A
-        transport may ignore both (in process, payloads arrive as they were sent).
+        Parameters
+        ----------
+        src : int
+            The sending rank.
+        like : Payload, optional
+            A payload of the same layout (tensor names, dtypes, shapes): lets a transport post its
+            buffers before the message announces itself.
+        into : list of Tensor, optional
+            With ``like``: contiguous tensors, one per non-empty tensor of the layout, to receive
+            straight into.
+        expect : Transfer, optional
+            With ``like``: the transfer is agreed on both sides (the sender passes
+            ``framed=False``); the payload gets ``like``'s numel and header.
+
+        A transport may ignore ``like`` and ``into`` (in process, payloads arrive as they were sent).
         """
 
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
@@ -171,9 +187,6 @@ class Transport(ABC):
     def recv(self, src: int, like: Payload | None = None) -> Payload:
         """Receive the next payload from ``src``."""
         return self.irecv(src, like).wait()
-
-    def close(self) -> None:
-        """Release resources (nothing by default)."""
 
     def _queue(self, src: int) -> deque[RecvHandle]:
         if not 0 <= src < self.world or src == self.rank:

@@ -1,0 +1,37 @@
+"""The dml benchmark runs end to end in quick mode and writes its tables (timings are not asserted)."""
+
+import pandas as pd
+
+from adass.bench import dml
+from adass.cli import main
+
+
+def test_quick_bench_writes_tables(tmp_path, capsys):
+    assert main(["bench", "dml", "--quick", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "ring fp32 step time <= 1.15x DDP's" in printed and "within 0.3 points" in printed
+    assert (tmp_path / "dml.md").read_text().startswith("# adass bench dml")
+
+    grid = pd.read_csv(tmp_path / "dml.csv", keep_default_na=False, na_values=[""])
+    assert list(grid.columns) == dml.COLUMNS
+    arms = len(dml.EXCHANGES) * len(dml.CODECS) * len(dml.LINKS)
+    assert len(grid) == len(dml.QUICK.workers) * (1 + arms)
+    ddp = grid[grid["exchange"] == dml.DDP]
+    assert list(ddp["workers"]) == list(dml.QUICK.workers) and (ddp["step_vs_ddp"] == 1.0).all()
+    ours = grid[grid["exchange"] != dml.DDP]
+    assert set(ours["link"]) == set(dml.LINKS) and set(ours["codec"]) == set(dml.CODECS)
+    assert set(ours["exchange"]) == {dml.RING, dml.PS, dml.QSGD_RING}
+    assert ours["comm_share"].between(0, 1).all() and (ours["step_ms"] > 0).all()
+
+    # the same run: traffic follows the codec, and a lossless ring matches DDP's arithmetic
+    by = ours[ours["link"] == "none"].set_index(["exchange", "codec"])
+    fp32 = by.loc[(dml.RING, "fp32")]
+    assert by.loc[(dml.QSGD_RING, "qsgd:bits=8"), "wire_MB_epoch"] < 0.5 * fp32["wire_MB_epoch"]
+    assert by.loc[(dml.RING, "randk:ratio=0.01"), "wire_MB_epoch"] < 0.1 * fp32["wire_MB_epoch"]
+    assert abs(fp32["test_acc"] - ddp["test_acc"].iloc[0]) <= 0.02
+
+    adass = pd.read_csv(tmp_path / "dml_adass.csv")
+    assert list(adass.columns) == dml.ADASS_COLUMNS
+    assert list(adass["workers"]) == [0, 0, 0, *dml.QUICK.workers]
+    assert (adass.loc[adass["run"] == dml.SINGLE, "acc_vs_single_pts"] == 0).all()
+    assert (adass.loc[adass["sampler"] == dml.QUICK.adass, "backprop_frac"] < 1).all()

@@ -1,0 +1,77 @@
+"""Shared cases for the exchange tests: seeded worker gradients, the codec specs, and the functions
+that spawned gloo processes run (they must live in an importable module)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from adass.exchange import make_exchange
+from adass.exchange.gloo import GlooTransport
+
+CODECS = [
+    "fp32",
+    "fp16",
+    "bf16",
+    "qsgd:bits=8",
+    "qsgd:bits=2,bucket=7",
+    "randk:ratio=0.1",
+    "randk:ratio=0.2+qsgd:bits=4",
+    "topk:ratio=0.1",
+    "topk:ratio=0.2+qsgd:bits=8",
+    "ef(qsgd:bits=2)",
+    "ef(topk:ratio=0.1)",
+]
+
+
+def grads(workers: int, n: int, seed: int = 0) -> list[torch.Tensor]:
+    """``workers`` reproducible gradients of ``n`` values with a spread of magnitudes."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, generator=gen) * torch.rand(n, generator=gen).mul(2).exp() for _ in range(workers)]
+
+
+def weighted_mean(gs: list[torch.Tensor], counts: list[float] | None) -> torch.Tensor:
+    """The exact (float64) count-weighted mean, as float32."""
+    stacked = torch.stack([g.to(torch.float64) for g in gs])
+    w = (
+        torch.ones(len(gs), dtype=torch.float64)
+        if counts is None
+        else torch.tensor(counts, dtype=torch.float64)
+    )
+    return ((stacked * w[:, None]).sum(0) / w.sum()).to(torch.float32)
+
+
+def ring_against_all_reduce(rank: int, world: int, sizes: list[int], segment_bytes: int) -> dict:
+    """In a spawned process: the ring's fp32 mean and torch's all_reduce mean, per size."""
+    out = {}
+    ring = make_exchange("ring", GlooTransport(segment_bytes=segment_bytes), "fp32", seed=1)
+    for n in sizes:
+        x = grads(world, n, seed=n)[rank]
+        reference = x.clone()
+        dist.all_reduce(reference)
+        out[n] = (ring.reduce(x), reference / world)
+    return out
+
+
+def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[float]) -> list:
+    """In a spawned process: one reduce per (exchange, codec) case; the result per rank and case."""
+    out = []
+    for i, (spec, codec) in enumerate(cases):
+        transport = GlooTransport(tag_base=10 * i)
+        exchange = make_exchange(spec, transport, codec, seed=3)
+        exchange.step = 2
+        if getattr(exchange, "is_server", False):
+            exchange.serve_step()
+            out.append(None)
+            continue
+        x = grads(len(counts), n, seed=5)[rank]
+        result = exchange.reduce(x, count=counts[rank])
+        out.append({"out": result, "wire": sum(r.wire_bytes for r in exchange.traffic())})
+    return out
+
+
+def fails(rank: int, world: int) -> None:
+    """In a spawned process: rank 1 raises, rank 0 waits on a receive that never comes."""
+    if rank == 1:
+        raise ValueError("deliberate failure")
+    dist.recv(torch.empty(1), src=1)

@@ -1,0 +1,165 @@
+"""PyTorch DDP (gloo) baseline: the replicas' model, shards, local batch and steps, trained by
+``torch.nn.parallel.DistributedDataParallel`` in one plain task per Dask worker.
+
+Every rank builds the same state a :class:`~adass.engine.ReplicaEngine` holds (model from the run
+seed, its shard, its sampler's visiting order, the optimizer), so a DDP run and an ADASS run with
+``sampler=full`` do the same arithmetic up to the order of floating-point sums. A step is timed over
+forward + backward, inside which DDP's hooks all-reduce the gradients; the optimizer step is left
+out, as in the replicas' ``compute_s + comm_s``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from ..cluster import ClusterHandle
+from ..cluster.bootstrap import destroy_group, free_port, init_group
+from ..config import RunConfig
+from ..data import load_dataset
+from ..engine import Agreement, ReplicaEngine
+from ..registry import SpecError
+from ..trainer import lr_at
+
+__all__ = ["DDPResult", "ddp_rank", "train_ddp"]
+
+
+@dataclass
+class DDPResult:
+    """A finished DDP run.
+
+    Attributes
+    ----------
+    steps : DataFrame
+        One row per rank and step: ``epoch, step, rank, samples, loss, step_s``.
+    epoch_s : list of float
+        Per epoch, the slowest rank's time for the epoch's loop (optimizer steps included).
+    test_acc, test_loss : float
+        Rank 0's evaluation after the last epoch.
+    """
+
+    steps: pd.DataFrame
+    epoch_s: list[float] = field(default_factory=list)
+    test_acc: float = float("nan")
+    test_loss: float = float("nan")
+
+
+def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Forward and backward on one local batch (the all-reduce happens inside ``backward``)."""
+    logits = model(x)
+    if y.numel() == 0:  # a rank whose samples ran out still joins the all-reduce, with zeros
+        loss = logits.sum() * 0.0
+    else:
+        loss = F.cross_entropy(logits, y)
+    loss.backward()
+    return float(loss.detach())
+
+
+def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: str, port: int,
+             timeout_s: float) -> dict[str, Any]:  # fmt: skip
+    """Train one DDP rank for ``config``'s epochs; runs on a Dask worker, one task per rank.
+
+    Parameters
+    ----------
+    config : dict
+        ``RunConfig.to_dict()`` of the run (sampler ``full`` for a like-for-like baseline).
+    rank, world : int
+        This rank and the number of ranks (``config``'s workers).
+    master, port : str, int
+        Rendezvous address of the process group (rank 0's host and a free port there).
+    timeout_s : float
+        How long a rank waits for the others.
+
+    Returns
+    -------
+    dict
+        ``steps`` (list of row dicts), ``epoch_s`` (this rank's loop time per epoch) and, on rank 0,
+        ``test_loss`` and ``test_acc``.
+    """
+    torch.set_num_threads(1)  # as the replicas do: one worker thread per process
+    run = RunConfig.from_dict(config)
+    o = run.optim
+    init_group(master, port, rank, world, timeout_s)
+    try:
+        engine = ReplicaEngine(run, rank, world, load_dataset(run.data.data, seed=o.seed))
+        model = DistributedDataParallel(engine.model)
+        agreement = Agreement()
+        rows: list[dict[str, Any]] = []
+        epoch_s: list[float] = []
+        step = 0
+        for epoch in range(o.epochs):
+            for group in engine.optimizer.param_groups:
+                group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
+            start = time.perf_counter()
+            steps = agreement.max_int(engine.select(epoch))
+            order = engine.selection.indices
+            for s in range(steps):
+                idx = order[s * engine.local_batch : (s + 1) * engine.local_batch]
+                t0 = time.perf_counter()
+                engine.optimizer.zero_grad(set_to_none=False)
+                loss = _local_step(model, engine.x[idx], engine.y[idx])
+                step_s = time.perf_counter() - t0
+                engine.optimizer.step()
+                rows.append({"epoch": epoch, "step": step, "rank": rank, "samples": int(idx.numel()),
+                             "loss": loss, "step_s": step_s})  # fmt: skip
+                step += 1
+            epoch_s.append(time.perf_counter() - start)
+        report: dict[str, Any] = {"steps": rows, "epoch_s": epoch_s}
+        if rank == 0:
+            report["test_loss"], report["test_acc"] = engine.evaluate()
+        dist.barrier()
+        return report
+    finally:
+        destroy_group()
+
+
+def train_ddp(config: RunConfig, handle: ClusterHandle) -> DDPResult:
+    """Run ``config`` with PyTorch DDP on the first ``config.cluster.workers`` workers of ``handle``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        Data, model, optimizer and ``workers``; exchange, codec and link are ignored (DDP all-reduces
+        fp32 gradients over gloo, unthrottled).
+    handle : ClusterHandle
+        An open cluster (left open) with at least ``workers`` workers.
+
+    Returns
+    -------
+    DDPResult
+        Per-step times of every rank, per-epoch times and the final evaluation.
+    """
+    world = config.cluster.workers
+    addresses = handle.workers()
+    if world < 1 or len(addresses) < world:
+        raise SpecError(f"--workers: DDP with {world} ranks needs {max(1, world)} Dask workers; "
+                        f"the cluster has {len(addresses)}")  # fmt: skip
+    client, timeout_s = handle.client, config.cluster.timeout_s
+    master = addresses[0].split("://")[-1].rsplit(":", 1)[0]
+    port = client.submit(free_port, master, workers=[addresses[0]], pure=False).result(timeout=timeout_s)
+    futures = [
+        client.submit(
+            ddp_rank,
+            config.to_dict(),
+            rank,
+            world,
+            master,
+            port,
+            timeout_s,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+        )  # fmt: skip
+        for rank, address in enumerate(addresses[:world])
+    ]
+    reports = [f.result(timeout=timeout_s) for f in futures]
+    steps = pd.DataFrame([row for r in reports for row in r["steps"]])
+    epoch_s = [max(r["epoch_s"][e] for r in reports) for e in range(config.optim.epochs)]
+    return DDPResult(steps, epoch_s, reports[0]["test_acc"], reports[0]["test_loss"])

@@ -1,0 +1,279 @@
+"""``adass bench dml``: data-parallel training on one Dask LocalCluster, P in {2, 4}.
+
+Part (a): Parameter Server vs Ring All-Reduce x fp32 / qsgd:bits=8 / randk:ratio=0.01, with and
+without a throttled 1 Gbit link, beside PyTorch DDP (gloo, unthrottled) on the same model, shards,
+local batch and steps; all with ``sampler=full``, so every arm does the same work and only the
+exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings.
+
+Step time is the slowest rank's ``compute_s + comm_s`` (forward, backward, gradient exchange; the
+optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
+it all-reduces. Epoch time is the client's wall time per epoch (DDP: the slowest rank's epoch loop).
+The communication share is ``comm_s / (compute_s + comm_s)`` over all StepRecords. Timings are
+compared as ratios within one invocation, DDP run next to ring fp32.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..cluster import ClusterHandle, connect, server_count, train_distributed
+from ..config import RunConfig
+from ..data import load_dataset
+from ..metrics import MemorySink, StepRecord, atomic_write_text
+from ..tables import markdown_table
+from ..trainer import train
+from .ddp import train_ddp
+
+__all__ = [
+    "ADASS_COLUMNS", "CODECS", "COLUMNS", "DDP", "EXCHANGES", "FULL", "LINKS", "PS", "QSGD_RING", "QUICK",
+    "RING", "SINGLE", "Plan", "exchange_spec", "run", "targets",
+]  # fmt: skip
+
+RING, PS = "ring", "ps:servers=1"
+EXCHANGES = [RING, PS]  # the ring first: it runs right after DDP
+CODECS = ["fp32", "qsgd:bits=8", "randk:ratio=0.01"]
+# shared_scale: one quantization per rank, integer codes add exactly along the ring (no error
+# compounding hop by hop, as requantize has); the price is a small max-exchange of bucket scales
+QSGD_RING = "ring:strategy=shared_scale"
+LINKS = {"none": "", "1gbit": "1gbit,50us"}
+DDP = "torch ddp (gloo)"
+SINGLE = "single process"
+COLUMNS = ["workers", "exchange", "codec", "link", "epoch_s", "step_ms", "step_vs_ddp", "comm_share",
+           "wire_MB_epoch", "test_acc"]  # fmt: skip
+ADASS_COLUMNS = ["sampler", "run", "workers", "test_acc", "acc_vs_single_pts", "backprop_frac", "epoch_s"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one benchmark invocation.
+
+    Attributes
+    ----------
+    setting : dict
+        Run options shared by every arm (data, model, batch, lr, epochs).
+    workers : tuple of int
+        Replica counts P.
+    adass : str
+        Sampler spec of part (b); ``adass_epochs`` long (it needs epochs past warm-up and final).
+    warm_up : bool
+        Run one untimed distributed epoch first, so no arm pays the workers' first-use costs.
+    """
+
+    setting: dict
+    workers: tuple[int, ...]
+    adass: str
+    adass_epochs: int
+    warm_up: bool
+
+
+FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=128", "batch_size": 64, "lr": 0.05, "epochs": 3},
+            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, True)  # fmt: skip
+QUICK = Plan({"data": "synthetic:n=480,d=8,classes=3,test=120", "model": "mlp:hidden=16", "batch_size": 32,
+              "lr": 0.1, "epochs": 1},
+             (2,), "adass:eps=0.3,warmup=0,final=0", 2, False)  # fmt: skip
+
+
+def exchange_spec(exchange: str, codec: str) -> str:
+    """The exchange spec an arm runs: the ring sums qsgd codes under a shared scale.
+
+    Parameters
+    ----------
+    exchange, codec : str
+        One of ``EXCHANGES`` and one of ``CODECS``.
+
+    Returns
+    -------
+    str
+        ``QSGD_RING`` for the ring with a qsgd codec, else ``exchange`` unchanged.
+    """
+    return QSGD_RING if exchange == RING and codec.startswith("qsgd") else exchange
+
+
+def _step_ms(per_rank_step_s: pd.Series, steps: pd.Series) -> float:
+    """Median over steps of the slowest rank's time, in ms."""
+    return 1e3 * float(per_rank_step_s.groupby(steps).max().median())
+
+
+def _row(workers: int, exchange: str, codec: str, link: str, epoch_s: float, step_ms: float,
+         comm_share: float, wire_mb: float, test_acc: float) -> dict:  # fmt: skip
+    return {"workers": workers, "exchange": exchange, "codec": codec, "link": link, "epoch_s": epoch_s,
+            "step_ms": step_ms, "comm_share": comm_share, "wire_MB_epoch": wire_mb, "test_acc": test_acc}  # fmt: skip
+
+
+def _measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: str, codec: str,
+                link: str) -> dict:  # fmt: skip
+    """Train one distributed arm on ``handle``'s cluster; return its table row."""
+    spec = exchange_spec(exchange, codec)
+    config = base.replace(workers=workers, exchange=spec, codec=codec, link=LINKS[link])
+    result = train_distributed(
+        config, handle=handle, sink=MemorySink(), run_id=f"dml-{workers}-{spec}-{codec}-{link}"
+    )
+    steps = result.sink.frame(StepRecord)
+    busy_s = float(steps["compute_s"].sum() + steps["comm_s"].sum())
+    epochs = config.optim.epochs
+    return _row(workers, spec, codec, link, result.totals["train_s"] / epochs,
+                _step_ms(steps["compute_s"] + steps["comm_s"], steps["step"]),
+                float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
+                result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc)  # fmt: skip
+
+
+def _measure_ddp(base: RunConfig, handle: ClusterHandle, workers: int) -> dict:
+    """PyTorch DDP on the same model, shards, local batch and steps; its table row."""
+    result = train_ddp(base.replace(workers=workers), handle)
+    epoch_s = sum(result.epoch_s) / len(result.epoch_s)
+    return _row(workers, DDP, "fp32", "none", epoch_s, _step_ms(result.steps["step_s"], result.steps["step"]),
+                float("nan"), float("nan"), result.test_acc)  # fmt: skip
+
+
+def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, ...]) -> pd.DataFrame:
+    """Part (a): per P, DDP, then ring fp32 unthrottled, then every other exchange x codec x link."""
+    rows = []
+    for p in workers:
+        rows.append(_measure_ddp(base, handle, p))
+        arms = [(e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS]
+        rows += [_measure_arm(base, handle, p, e, c, link) for e, c, link in arms]
+    table = pd.DataFrame(rows)
+    ddp_ms = table[table["exchange"] == DDP].set_index("workers")["step_ms"]
+    table["step_vs_ddp"] = table["step_ms"] / table["workers"].map(ddp_ms)
+    return table[COLUMNS]
+
+
+def _single(config: RunConfig) -> dict:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as on a worker
+    try:
+        result = train(
+            config, dataset=load_dataset(config.data.data, seed=config.optim.seed), selection_records=False
+        )
+    finally:
+        torch.set_num_threads(threads)
+    return {"test_acc": result.final.test_acc, "backprops": result.counters.backprops,
+            "epoch_s": result.counters.train_s / config.optim.epochs}  # fmt: skip
+
+
+def _adass_accuracy(base: RunConfig, handle: ClusterHandle, plan: Plan) -> pd.DataFrame:
+    """Part (b): single-process full and ADASS, then ADASS on the ring (fp32) for every P.
+
+    A second single-process ADASS run with seed 1 shows how far accuracy moves from seed to seed,
+    the scale against which the distributed runs' differences should be read.
+    """
+    base = base.replace(epochs=plan.adass_epochs)
+    single = [("full", 0, SINGLE), (plan.adass, 0, SINGLE), (plan.adass, 1, f"{SINGLE}, seed 1")]
+    rows = [{"sampler": s, "run": label, "workers": 0, **_single(base.replace(sampler=s, seed=seed))}
+            for s, seed, label in single]  # fmt: skip
+    for p in plan.workers:
+        result = train_distributed(base.replace(sampler=plan.adass, workers=p, exchange=RING), handle=handle,
+                                   sink=MemorySink(), run_id=f"dml-adass-{p}")  # fmt: skip
+        rows.append({"sampler": plan.adass, "run": f"ring fp32, P={p}", "workers": p,
+                     "test_acc": result.final.test_acc, "backprops": result.totals["backprops"],
+                     "epoch_s": result.totals["train_s"] / plan.adass_epochs})  # fmt: skip
+    table = pd.DataFrame(rows)
+    reference = table[table["run"] == SINGLE].set_index("sampler")
+    table["acc_vs_single_pts"] = 100 * (table["test_acc"] - table["sampler"].map(reference["test_acc"]))
+    table["backprop_frac"] = table["backprops"] / reference.loc["full", "backprops"]
+    return table[ADASS_COLUMNS]
+
+
+def targets(grid: pd.DataFrame, adass: pd.DataFrame) -> pd.DataFrame:
+    """The suite's goals, read off its two tables (measured here, never asserted).
+
+    Parameters
+    ----------
+    grid : DataFrame
+        Part (a), ``COLUMNS``: the ring fp32 step time against DDP's at every P, and ring against
+        PS epoch time at the largest P, per link.
+    adass : DataFrame
+        Part (b), ``ADASS_COLUMNS``: each distributed ADASS run against single-process ADASS.
+
+    Returns
+    -------
+    DataFrame
+        ``goal``, ``met`` (yes/no) and ``measured``, one row per goal.
+    """
+
+    def pick(p: int, exchange: str, codec: str = "fp32", link: str = "none") -> pd.Series:
+        hit = grid[(grid["workers"] == p) & (grid["exchange"] == exchange) & (grid["codec"] == codec)
+                   & (grid["link"] == link)]  # fmt: skip
+        return hit.iloc[0]
+
+    checks = []
+    for p in sorted(grid["workers"].unique()):
+        ratio = pick(p, RING)["step_vs_ddp"]
+        checks.append((f"ring fp32 step time <= 1.15x DDP's, P={p}", ratio <= 1.15, f"{ratio:.2f}x"))
+    p_max = int(grid["workers"].max())
+    for link in LINKS:
+        ring, ps = pick(p_max, RING, link=link)["epoch_s"], pick(p_max, PS, link=link)["epoch_s"]
+        checks.append((f"ring epoch time below PS's, P={p_max}, fp32, link {link}", ring < ps,
+                       f"{ring:.2f} s vs {ps:.2f} s ({ring / ps:.2f}x)"))  # fmt: skip
+    seeds = adass.loc[adass["run"] == f"{SINGLE}, seed 1", "acc_vs_single_pts"].iloc[0]
+    for row in adass[adass["workers"] > 0].itertuples(index=False):
+        delta = row.acc_vs_single_pts
+        checks.append((f"distributed ADASS within 0.3 points of single-process, P={row.workers}",
+                       abs(delta) <= 0.3, f"{delta:+.2f} points (seed 1 vs 0 in one process: {seeds:+.2f})"))  # fmt: skip
+    return pd.DataFrame([{"goal": g, "met": "yes" if ok else "no", "measured": m} for g, ok, m in checks])
+
+
+def _warm_up(base: RunConfig, handle: ClusterHandle, workers: int) -> None:
+    """One untimed epoch on every worker (PS, so the server worker takes part too)."""
+    train_distributed(base.replace(epochs=1, workers=workers, exchange=PS), handle=handle,
+                      sink=MemorySink(), run_id="dml-warm-up")  # fmt: skip
+
+
+def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> list[str]:
+    s = plan.setting
+    return [
+        "# adass bench dml", "",
+        f"`{s['data']}`, `{s['model']}`, global batch {s['batch_size']} (local batch = batch / P), "
+        f"lr {s['lr']}, {s['epochs']} epochs, sampler `full`, seed 0; one LocalCluster (one thread per "
+        f"worker); host with {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start; "
+        f"{elapsed_s:.0f} s in all.", "",
+        f"qsgd on the ring runs `{QSGD_RING}`. Step time: median over steps of the slowest rank's "
+        "compute + exchange (optimizer step left out); epoch_s: client wall time per epoch (DDP: the "
+        "slowest rank's epoch loop). DDP's wire bytes are not counted (gloo's ring all-reduce moves "
+        "2(P-1)/P x 4 bytes per parameter per rank per step) and its compute and communication "
+        "overlap, so it has no communication share. Link `1gbit` paces every transfer to "
+        f"`{LINKS['1gbit']}`; DDP always runs unthrottled.", "",
+    ]  # fmt: skip
+
+
+def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
+    """Run the suite, print the tables, write ``dml.md``, ``dml.csv`` and ``dml_adass.csv``.
+
+    Parameters
+    ----------
+    out_dir : Path
+        Folder for the tables (created if missing).
+    quick : bool
+        A smoke run: tiny synthetic data, P = 2, one epoch.
+
+    Returns
+    -------
+    DataFrame
+        Part (a), one row per P and arm (``COLUMNS``).
+    """
+    plan = QUICK if quick else FULL
+    start, load = time.perf_counter(), os.getloadavg()
+    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
+    servers = max(server_count(base.replace(workers=1, exchange=e)) for e in EXCHANGES)
+    with connect(n_workers=max(plan.workers) + servers) as handle:
+        if plan.warm_up:
+            _warm_up(base, handle, max(plan.workers))
+        grid = _exchange_grid(base, handle, plan.workers)
+        adass = _adass_accuracy(base, handle, plan)
+    text = _header(plan, time.perf_counter() - start, load)
+    text += ["## (a) exchanges x codecs x links, beside DDP", "", markdown_table(grid), "",
+             f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs", "",
+             markdown_table(adass), "", "## Targets", "", markdown_table(targets(grid, adass)), ""]  # fmt: skip
+    report = "\n".join(text)
+    print(report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "dml.md", report)
+    atomic_write_text(out_dir / "dml.csv", grid.to_csv(index=False))
+    atomic_write_text(out_dir / "dml_adass.csv", adass.to_csv(index=False))
+    return grid
