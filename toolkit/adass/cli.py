@@ -1,4 +1,4 @@
-"""The ``adass`` command: ``train``, ``compare`` and ``bench``; every flag comes from adass.config.
+"""The ``adass`` command: ``train``, ``compare``, ``bench`` and ``dashboard``; run flags come from adass.config.
 
 Bad input exits with status 2 and one line naming the option, the value and what is allowed, before
 anything is written to disk.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .config import SECTIONS, RunConfig, allowed_text, options, registry_for
+from .config import SECTIONS, RunConfig, allowed_text, check_option, options, registry_for
 from .registry import SpecError
 
 __all__ = ["build_parser", "main"]
@@ -104,6 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument("suite", choices=sorted(SUITES), help="which benchmark")
     p_bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     _add_out(p_bench)
+
+    p_dash = sub.add_parser(
+        "dashboard", help="serve the live dashboard (dashboards/app.py) with Panel",
+        description="Serve the live dashboard: every run option, Start/Stop, live selection, traffic and "
+                    "accuracy views, and saved runs overlaid for comparison.",
+    )  # fmt: skip
+    p_dash.add_argument("--port", default="5006", metavar="P", help="port to serve on; an integer in [1, 65535]; default 5006")
+    p_dash.add_argument("--address", default="127.0.0.1", metavar="ADDR",
+                        help="address to listen on; default 127.0.0.1 (this machine only)")  # fmt: skip
+    p_dash.add_argument("--scheduler", default="", metavar="ADDR",
+                        help="default Dask scheduler for runs started from the page (tcp://HOST:PORT); "
+                             "empty: an embedded LocalCluster per run")  # fmt: skip
+    p_dash.add_argument("--runs", default=None, metavar="DIR",
+                        help="folder of saved runs to compare (searched 3 levels deep); new runs are saved here")  # fmt: skip
+    p_dash.add_argument("--show", action="store_true", help="open the page in a browser")
     return parser
 
 
@@ -131,6 +146,24 @@ def _seeds(raw: str) -> int:
     return value
 
 
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise SpecError(f"--port: {raw!r} is not allowed; expected an integer in [1, 65535]")
+    return value
+
+
+def _runs_folder(raw: str | None) -> Path | None:
+    if raw is None:
+        return None
+    if not Path(raw).is_dir():
+        raise SpecError(f"--runs: {raw!r} is not a folder; expected a folder of saved runs")
+    return Path(raw)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -153,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = _check_out(args, "compare.csv")
             return commands.run_compare(config, args.samplers, seeds, out, quiet=args.quiet,
                                         exchanges=args.exchanges, codecs=args.codecs)  # fmt: skip
+        if args.command == "dashboard":
+            port, runs = _port(args.port), _runs_folder(args.runs)
+            scheduler = check_option("scheduler", options(SECTIONS["cluster"])["scheduler"], args.scheduler)
+            return commands.run_dashboard(port, args.address, scheduler, runs, show=args.show)
         out = _check_out(args, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=args.quick)
     except SpecError as err:

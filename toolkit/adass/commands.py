@@ -17,7 +17,7 @@ from .registry import SpecError
 from .tables import markdown_table
 from .trainer import train
 
-__all__ = ["run_bench", "run_compare", "run_train"]
+__all__ = ["run_bench", "run_compare", "run_dashboard", "run_train"]
 
 
 def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord], None]]:
@@ -145,4 +145,12 @@ def run_bench(suite: str, out: Path, quick: bool = False) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     load_suite(suite).run(out, quick=quick)
+    return 0
+
+
+def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False) -> int:
+    """``adass dashboard``: serve the live dashboard until interrupted."""
+    from .viz import serve_dashboard
+
+    serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show)
     return 0

@@ -7,7 +7,7 @@ final payload is what every rank decodes, so all ranks end with bit-identical re
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 
 import torch
 
@@ -17,7 +17,7 @@ from ..registry import Param
 from .base import EXCHANGES, Exchange, count_payload, output_buffer, require
 from .chunking import ChunkLayout, Piece
 from .strategies import DenseAdd, DirectAdd, FloatMerge, Policy, Requantize, SharedScale, ring_plan
-from .transport import SendHandle, Transfer, Transport
+from .transport import RecvHandle, Transfer, Transport
 
 __all__ = ["RingExchange"]
 
@@ -96,8 +96,7 @@ class RingExchange(Exchange):
         else:
             policy = self._policy(x, weight)
             policy.prepare(layout.all_pieces())
-            finals = self._reduce_scatter(layout, policy, "reduce_scatter", out)
-            self._all_gather(layout, finals, policy, "all_gather", out)
+            self._allreduce(layout, policy, ("reduce_scatter", "all_gather"), out)
         self.step += 1
         return out
 
@@ -142,60 +141,70 @@ class RingExchange(Exchange):
         layout = ChunkLayout(scales.numel(), world, None)
         policy = FloatMerge(scales, torch.maximum)
         agreed = torch.empty_like(scales)
-        finals = self._reduce_scatter(layout, policy, "scale", agreed)
-        self._all_gather(layout, finals, policy, "scale", agreed, hop0=max(0, world - 1))
+        self._allreduce(layout, policy, ("scale", "scale"), agreed, gather_hop0=max(0, world - 1))
         return agreed
 
-    def _reduce_scatter(
-        self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor
-    ) -> dict[int, Payload]:
+    def _allreduce(self, layout: ChunkLayout, policy: Policy, phases: tuple[str, str], out: torch.Tensor,
+                   gather_hop0: int = 0) -> None:  # fmt: skip
+        """Reduce-scatter then all-gather; the all-gather's receives are posted before the last
+        reduce-scatter hop (every chunk they write has been read by then), ahead of their data."""
+        posted: list[tuple[int, Piece, RecvHandle]] = []
+
+        def post_gather() -> None:
+            posted.extend(self._post_gather(layout, policy, phases[1], out, gather_hop0))
+
+        finals = self._reduce_scatter(layout, policy, phases[0], out, post_gather)
+        self._all_gather(layout, finals, policy, phases[1], out, gather_hop0, posted)
+
+    def _reduce_scatter(self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor,
+                        before_last: Callable[[], None]) -> dict[int, Payload]:  # fmt: skip
         """Run P-1 hops; return this rank's final payloads of its own chunk, by piece id."""
         world, r, t = self.transport.world, self.rank, self.transport
         if world == 1:
             return {p.pid: policy.finish(p, None, out) for p in layout.pieces[r]}
         right, left = (r + 1) % world, (r - 1) % world
         framed = not policy.agreed
-
-        def post(s: int) -> deque[tuple[Piece, object]]:
-            chunk = layout.pieces[(r - s - 2) % world]
-            return deque((p, t.irecv(left, like=policy.like(p), into=policy.reduce_buffer(p),
-                                     expect=self._expect(policy, phase, s, p))) for p in chunk)  # fmt: skip
-
-        sends: list[SendHandle] = []
-        pending = post(0)
-        for p in layout.pieces[(r - 1) % world]:
-            sends.append(t.isend(right, policy.first(p), self._meta(phase, 0, p.chunk), framed))
+        # every receive is posted now: a receive posted while data flows on its link waits for it
+        pending = [[(p, t.irecv(left, like=policy.like(p), into=policy.reduce_buffer(p),
+                                expect=self._expect(policy, phase, s, p)))
+                    for p in layout.pieces[(r - s - 2) % world]] for s in range(world - 1)]  # fmt: skip
+        sends = [t.isend(right, policy.first(p), self._meta(phase, 0, p.chunk), framed)
+                 for p in layout.pieces[(r - 1) % world]]  # fmt: skip
         finals = {}
         for s in range(world - 1):
-            upcoming = post(s + 1) if s + 1 < world - 1 else deque()
-            for p, handle in pending:
+            if s == world - 2:
+                before_last()
+            for p, handle in pending[s]:
                 received = handle.wait()
                 if s < world - 2:
                     partial = policy.combine(p, received, s + 1)
                     sends.append(t.isend(right, partial, self._meta(phase, s + 1, p.chunk), framed))
                 else:
                     finals[p.pid] = policy.finish(p, received, out)
-            pending = upcoming
         for h in sends:
             h.wait()
         return finals
 
+    def _post_gather(self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor,
+                     hop0: int) -> list[tuple[int, Piece, RecvHandle]]:  # fmt: skip
+        """Post every all-gather receive: at hop ``s`` chunk ``r-s-1`` arrives from the left."""
+        world, r, t = self.transport.world, self.rank, self.transport
+        left = (r - 1) % world
+        return [(s, p, t.irecv(left, like=policy.like(p), into=policy.gather_buffer(p, out),
+                               expect=self._expect(policy, phase, hop0 + s, p)))
+                for s in range(world - 1) for p in layout.pieces[(r - s - 1) % world]]  # fmt: skip
+
     def _all_gather(self, layout: ChunkLayout, finals: dict[int, Payload], policy: Policy, phase: str,
-                    out: torch.Tensor, hop0: int = 0) -> None:  # fmt: skip
+                    out: torch.Tensor, hop0: int, pending: list[tuple[int, Piece, RecvHandle]]) -> None:  # fmt: skip
         """Forward the owners' final payloads P-1 hops; place every chunk's values into ``out``."""
         world, r, t = self.transport.world, self.rank, self.transport
         for p in layout.pieces[r]:
             policy.place(p, finals[p.pid], out)
         if world == 1:
             return
-        right, left = (r + 1) % world, (r - 1) % world
-        framed = not policy.agreed
-        pending = [(s, p, t.irecv(left, like=policy.like(p), into=policy.gather_buffer(p, out),
-                                  expect=self._expect(policy, phase, hop0 + s, p)))
-                   for s in range(world - 1) for p in layout.pieces[(r - s - 1) % world]]  # fmt: skip
-        sends = [
-            t.isend(right, finals[p.pid], self._meta(phase, hop0, p.chunk), framed) for p in layout.pieces[r]
-        ]
+        right, framed = (r + 1) % world, not policy.agreed
+        sends = [t.isend(right, finals[p.pid], self._meta(phase, hop0, p.chunk), framed)
+                 for p in layout.pieces[r]]  # fmt: skip
         for s, p, handle in pending:
             received = handle.wait()
             if s < world - 2:

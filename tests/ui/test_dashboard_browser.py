@@ -1,0 +1,177 @@
+"""The dashboard in a real browser: serve it, start a tiny distributed run from the page, watch it arrive.
+
+Drives Debian's chromium (or ``$ADASS_CHROMIUM``) through Playwright. Without a browser the test is
+skipped, except with ``CI=true``, where a missing browser fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+CHROMIUM = Path(os.environ.get("ADASS_CHROMIUM", "/usr/bin/chromium"))  # Debian's chromium by default
+TINY = {
+    "data": "synthetic:n=200,d=6,classes=3,test=50",
+    "model": "mlp:hidden=8",
+    "sampler": "adass:eps=0.2",
+    "epochs": "4",
+    "batch_size": "16",
+    "workers": "2",
+}
+# points the figures of this name hold in the page (their data sources, as the browser has them); a pane
+# whose plot was replaced can briefly hold an old figure of the same name, so take the largest
+POINTS_JS = """(name) => {
+  let best = -1;
+  for (const model of Bokeh.documents[0].all_models) {
+    if (model.name !== name || !model.renderers) continue;
+    let n = 0;
+    for (const r of model.renderers) { if (r.data_source) n += r.data_source.get_length() || 0; }
+    best = Math.max(best, n);
+  }
+  return best;
+}"""
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser test cannot run in CI: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed")
+    if not CHROMIUM.exists():
+        _unavailable(f"no browser at {CHROMIUM}")
+    with sync_playwright() as playwright:
+        try:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        except Exception as err:  # a browser that is there but does not start
+            _unavailable(f"{CHROMIUM} did not start: {err}")
+        yield chromium
+        chromium.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the dashboard exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError("the dashboard did not start listening")
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """``adass dashboard`` in its own process; whatever it started is gone afterwards."""
+    port, runs, log = _free_port(), tmp_path / "runs", tmp_path / "server.log"
+    runs.mkdir()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "adass.cli", "dashboard", "--port", str(port), "--runs", str(runs)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    server = SimpleNamespace(
+        url=f"http://127.0.0.1:{port}/", port=port, proc=proc, runs=runs, log=log, seen=set()
+    )
+    try:
+        _wait_listening(port, proc, timeout_s=60)
+        yield server
+    finally:
+        server.seen |= _descendants(proc)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for child in server.seen:
+            if child.is_running():
+                child.kill()
+
+
+def _descendants(proc: subprocess.Popen) -> set[psutil.Process]:
+    try:
+        return set(psutil.Process(proc.pid).children(recursive=True))
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def _fill(page, option: str, value: str) -> None:
+    box = page.locator(f".adass-opt-{option} input")
+    box.fill(value)
+    box.press("Enter")
+
+
+def _wait_for(check, timeout_s: float, what: str, server: SimpleNamespace):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        server.seen |= _descendants(server.proc)  # the run's Dask workers, to check they end too
+        value = check()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; server log:\n{server.log.read_text()[-3000:]}")
+
+
+def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tmp_path):
+    page = browser.new_page(viewport={"width": 1700, "height": 1300})
+    page.goto(dashboard.url)
+    page.locator(".adass-start button").wait_for(timeout=60_000)
+
+    # a bad option is shown in the page, and nothing starts
+    _fill(page, "sampler", "bogus")
+    page.locator(".adass-start button").click()
+    page.locator(".adass-error").get_by_text("--sampler").wait_for(timeout=30_000)
+
+    for option, value in TINY.items():
+        _fill(page, option, value)
+    page.locator(".adass-start button").click()
+    points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731
+    # accuracy gains a point per epoch; the heatmap starts with one blank cell
+    _wait_for(lambda: points("adass-test_acc") > 0 and points("adass-traffic") > 1, 150,
+              "accuracy and traffic points", dashboard)  # fmt: skip
+    _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 120, "the run to finish",
+              dashboard)  # fmt: skip
+    _wait_for(
+        lambda: page.locator(".adass-start button").is_enabled(), 30, "Start to be enabled again", dashboard
+    )
+    assert page.locator(".adass-stop button").is_disabled()
+    assert points("adass-test_acc") == 2 * 4  # a line and a marker per epoch
+    assert points("adass-topology") > 0 and points("adass-timeline") > 0
+    link = page.locator(".adass-dask-link a").get_attribute("href")
+    assert link.startswith("http://127.0.0.1:")
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+    # the finished run was saved under --runs and the Compare tab overlays it
+    page.get_by_text("Compare", exact=True).click()
+    _wait_for(lambda: points("adass-compare") > 0, 30, "the saved run's curve", dashboard)
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+    page.close()
+
+    # SIGTERM stops the server; no process it started (the run's Dask workers included) is left behind
+    dashboard.proc.send_signal(signal.SIGTERM)
+    assert dashboard.proc.wait(60) == 0
+    gone, alive = psutil.wait_procs(list(dashboard.seen), timeout=30)
+    assert not alive, f"left running: {alive}"
+    assert len(dashboard.seen) >= 2  # the run did use worker processes
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000

@@ -1,0 +1,124 @@
+"""Drive one training run from a background thread, reporting through a LiveFeed.
+
+A page's callbacks must never block, and a synchronous Dask client inside them stalls the page, so
+the run gets a thread of its own and, for distributed runs, its own client and cluster (started and
+torn down by ``train_distributed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from ..config import RunConfig
+from ..data import DataError, load_dataset
+from ..metrics import MemorySink, ParquetSink
+from ..registry import SpecError
+from .feed import LiveFeed, LiveSink, StopRun
+
+__all__ = ["BackgroundRun", "new_run_id"]
+
+log = logging.getLogger(__name__)
+
+
+def new_run_id(config: RunConfig) -> str:
+    """``dashboard-<sampler>-<YYYYmmdd-HHMMSS>``, safe as a folder name."""
+    sampler = "".join(ch if ch.isalnum() or ch in "=._-" else "_" for ch in config.sampler.sampler)
+    return f"dashboard-{sampler}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class BackgroundRun:
+    """One run of ``config`` on a daemon thread; its records, status and errors go to ``feed``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        A validated configuration; ``workers == 0`` trains in this process, otherwise on Dask.
+    feed : LiveFeed
+        Where records and status messages go.
+    run_id : str, optional
+        Label of the run's records (a fresh :func:`new_run_id` if omitted).
+    save_dir : path, optional
+        Also keep the records in ``save_dir/<run_id>/`` (Parquet files and ``config.json``).
+    """
+
+    def __init__(self, config: RunConfig, feed: LiveFeed, run_id: str | None = None,
+                 save_dir: str | Path | None = None) -> None:  # fmt: skip
+        self.config, self.feed = config, feed
+        self.run_id = run_id or new_run_id(config)
+        self.save_dir = None if save_dir is None else Path(save_dir) / self.run_id
+        self.outcome = ""
+        self._thread = threading.Thread(target=self._main, name=f"adass-run-{self.run_id}", daemon=True)
+
+    def start(self) -> BackgroundRun:
+        """Start the thread; returns ``self``."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the run to stop; it does at its next record (a step in-process, an epoch on Dask)."""
+        self.feed.stop()
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for the thread; True once it has ended."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread is still alive."""
+        return self._thread.is_alive()
+
+    def _main(self) -> None:
+        inner: MemorySink | None = None
+        try:
+            if self.save_dir is not None:
+                inner = ParquetSink(self.save_dir, self.config.to_dict())
+            self.outcome = self._train(LiveSink(self.feed, inner))
+        except StopRun:
+            self.outcome = f"stopped ({self.run_id})"
+            if inner is not None:
+                inner.close()  # keep what the finished epochs recorded
+        except Exception as err:  # the page shows it; the log keeps the traceback
+            log.exception("run %s failed", self.run_id)
+            self.feed.put("error", _one_line(err))
+            self.outcome = f"failed ({self.run_id})"
+        finally:
+            self.feed.put("done", self.outcome or f"ended ({self.run_id})")
+
+    def _train(self, sink: LiveSink) -> str:
+        config = self.config
+        self.feed.put("status", f"loading {config.data.data}")
+        try:
+            dataset = load_dataset(config.data.data, seed=config.optim.seed)
+        except DataError as err:
+            raise SpecError(f"--data: {err}") from None
+        self.feed.put("dataset", dataset)
+        if config.cluster.workers:
+            from ..cluster import RunStore, train_distributed
+
+            store = RunStore()
+            store.listeners.append(self.feed.listener)
+            where = config.cluster.scheduler or "a local Dask cluster"
+            self.feed.put("status", f"starting {config.cluster.workers} workers on {where}")
+
+            def ready(handle) -> None:
+                self.feed.put("link", handle.dashboard_link)
+                self.feed.put("status", "training on Dask")
+                self.feed.check_stop()
+
+            train_distributed(config, sink=sink, progress=self.feed.progress, run_id=self.run_id, store=store,
+                              on_ready=ready)  # fmt: skip
+        else:
+            from ..trainer import train
+
+            self.feed.put("status", "training in this process")
+            train(config, sink=sink, progress=self.feed.progress, dataset=dataset, run_id=self.run_id)
+        return f"finished ({self.run_id})"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if isinstance(err, SpecError) else f"{type(err).__name__}: {text}"

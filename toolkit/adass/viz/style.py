@@ -1,0 +1,45 @@
+"""Shared look of the views: sizes, phase colours, byte formatting and a hook that names a figure.
+
+Importing this module registers HoloViews' Bokeh backend (without notebook output), so the views'
+options validate in scripts, tests and served apps alike; notebooks still call ``hv.extension``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
+
+__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "human_bytes", "named"]
+
+WIDTH = 420
+HEIGHT = 260
+
+#: Colours of the per-step phases in the worker timeline, in the order a step runs them.
+PHASE_COLORS: dict[str, str] = {
+    "compute": "#4c72b0",
+    "encode": "#dd8452",
+    "comm": "#c44e52",
+    "decode": "#8172b3",
+    "wait": "#bbbbbb",
+}
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 kB'`` (powers of 1000, like network rates)."""
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+def named(name: str) -> Callable[[Any, Any], None]:
+    """A HoloViews plot hook that sets the Bokeh figure's ``name`` (tests and scripts find it by that)."""
+
+    def hook(plot: Any, element: Any) -> None:
+        plot.state.name = name
+
+    return hook

@@ -1,0 +1,104 @@
+"""The exchange's topology, a ring or a star around Parameter Server shards, with bytes on every link."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+
+from .style import HEIGHT, WIDTH, human_bytes, named
+
+__all__ = ["link_totals", "node_layout", "server_ranks", "topology"]
+
+
+def server_ranks(traffic: pd.DataFrame) -> list[int]:
+    """Ranks that received pushes (Parameter Server shards); empty for a ring."""
+    if not len(traffic):
+        return []
+    return sorted(int(r) for r in traffic.loc[traffic["phase"] == "push", "dst"].unique())
+
+
+def link_totals(traffic: pd.DataFrame) -> pd.DataFrame:
+    """Bytes per directed link: ``src, dst, raw_bytes, wire_bytes`` (every phase counted)."""
+    if not len(traffic):
+        return pd.DataFrame({k: pd.Series(dtype="int64") for k in ("src", "dst", "raw_bytes", "wire_bytes")})
+    totals = traffic.groupby(["src", "dst"], as_index=False)[["raw_bytes", "wire_bytes"]].sum()
+    return totals[totals["src"] != totals["dst"]].astype("int64")
+
+
+def node_layout(ranks: list[int], servers: list[int]) -> pd.DataFrame:
+    """Positions and colours: replicas on the unit circle (rank 0 on top, clockwise), servers near the centre."""
+    replicas = [r for r in ranks if r not in servers]
+    rows = []
+    for i, rank in enumerate(replicas):
+        angle = np.pi / 2 - 2 * np.pi * i / max(len(replicas), 1)
+        rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}", "replica", "#55a868"))
+    for i, rank in enumerate(servers):
+        angle = np.pi / 2 - 2 * np.pi * i / len(servers)
+        radius = 0.0 if len(servers) == 1 else 0.3
+        rows.append((radius * np.cos(angle), radius * np.sin(angle), rank, f"ps{rank}", "server", "#dd8452"))
+    frame = pd.DataFrame(rows, columns=["x", "y", "rank", "name", "role", "color"])
+    return frame.astype(
+        {"x": float, "y": float, "rank": "int64", "name": object, "role": object, "color": object}
+    )
+
+
+def _edges(totals: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.DataFrame:
+    """Segment ends, arrowhead place and angle, label place and width for every directed link."""
+    peak = max(float(totals["wire_bytes"].max()) if len(totals) else 0.0, 1.0)
+    rows = []
+    for src, dst, wire in zip(totals["src"], totals["dst"], totals["wire_bytes"], strict=True):
+        (x0, y0), (x1, y1) = where[int(src)], where[int(dst)]
+        dx, dy = x1 - x0, y1 - y0
+        norm = max(float(np.hypot(dx, dy)), 1e-9)
+        # shift each direction to its right, so a->b and b->a (push and pull) stay apart
+        ox, oy = 0.035 * dy / norm, -0.035 * dx / norm
+        rows.append({
+            "x0": x0 + ox, "y0": y0 + oy, "x1": x1 + ox, "y1": y1 + oy,
+            "ax": x0 + 0.7 * dx + ox, "ay": y0 + 0.7 * dy + oy, "angle": float(np.arctan2(dy, dx) - np.pi / 2),
+            "lx": (x0 + x1) / 2 + 6 * ox, "ly": (y0 + y1) / 2 + 6 * oy,
+            "width": 1.0 + 5.0 * float(wire) / peak, "wire_bytes": int(wire), "link": f"{int(src)}→{int(dst)}",
+            "text": human_bytes(wire),
+        })  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["x0", "y0", "x1", "y1", "ax", "ay", "angle", "lx", "ly", "width",
+                                        "wire_bytes", "link", "text"])  # fmt: skip
+    return frame.astype(
+        {c: float for c in ["x0", "y0", "x1", "y1", "ax", "ay", "angle", "lx", "ly", "width"]}
+    )
+
+
+def topology(traffic: pd.DataFrame, world: int | None = None) -> hv.Overlay:
+    """Ring (replicas in rank order) or star (replicas around PS shards) with wire bytes per link.
+
+    Parameters
+    ----------
+    traffic : DataFrame
+        TrafficRecord rows; totals are over all rows given.
+    world : int, optional
+        Ranks to draw before any traffic has arrived.
+
+    Returns
+    -------
+    Overlay
+        Links as arrows whose widths follow the wire bytes, each labelled with its bytes (beside its
+        direction of travel, so both directions of a link can be read), and the ranks as nodes.
+    """
+    totals = link_totals(traffic)
+    servers = server_ranks(traffic)
+    ranks = sorted(set(totals["src"]) | set(totals["dst"]) | set(range(world or 0)))
+    nodes = node_layout([int(r) for r in ranks], servers)
+    where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
+    totals = totals[totals["src"].isin(where) & totals["dst"].isin(where)]
+    edges = _edges(totals, where)
+    kind = "star (parameter server)" if servers else "ring"
+    total = human_bytes(totals["wire_bytes"].sum()) if len(totals) else "0 B"
+    text = {"text_font_size": "8pt", "text_color": "#333333"}
+    return (
+        hv.Segments(edges, ["x0", "y0", "x1", "y1"], ["width", "wire_bytes", "link"])
+        .opts(line_width="width", color="#4c72b0", line_alpha=0.8, tools=["hover"])
+        * hv.Points(edges, ["ax", "ay"], ["angle"]).opts(marker="triangle", angle="angle", size=11, color="#4c72b0")
+        * hv.Points(nodes, ["x", "y"], ["name", "role", "color"]).opts(size=22, color="color", tools=["hover"])
+        * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
+        * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
+    ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
+           title=f"{kind}: {total} on the wire", hooks=[named("adass-topology")])  # fmt: skip

@@ -1,0 +1,78 @@
+"""Traffic views from TrafficRecords: a step x link heatmap and raw vs wire bytes per chunk."""
+
+from __future__ import annotations
+
+import holoviews as hv
+import numpy as np
+import pandas as pd
+
+from ..metrics import TrafficRecord, columns
+from .style import HEIGHT, WIDTH, human_bytes, named
+
+__all__ = ["chunk_bytes", "empty_traffic", "last_steps", "link_names", "traffic_heatmap"]
+
+
+def empty_traffic() -> pd.DataFrame:
+    """A TrafficRecord frame with no rows and typed columns."""
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object" if c in ("run", "phase") else "int64") for c in columns(TrafficRecord)}
+    )
+
+
+def link_names(traffic: pd.DataFrame) -> pd.Series:
+    """``"src→dst"`` per row (ranks)."""
+    return traffic["src"].astype(int).astype(str) + "→" + traffic["dst"].astype(int).astype(str)
+
+
+def last_steps(traffic: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """Rows of the last ``steps`` distinct steps present."""
+    if not len(traffic):
+        return traffic
+    kept = np.sort(traffic["step"].unique())[-steps:]
+    return traffic[traffic["step"] >= kept[0]]
+
+
+def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
+    """Wire bytes per step and link (summed over phases and chunks) for the last ``max_steps`` steps.
+
+    Parameters
+    ----------
+    traffic : DataFrame
+        TrafficRecord rows; live runs send every 10th step's detail, so steps may be sparse.
+    max_steps : int
+        How many of the most recent steps to show.
+    """
+    rows = last_steps(traffic, max_steps)
+    if len(rows):
+        frame = (
+            rows.assign(link=link_names(rows)).groupby(["step", "link"], as_index=False)["wire_bytes"].sum()
+        )
+    else:  # one blank cell keeps the link axis categorical until traffic arrives
+        frame = pd.DataFrame({"step": [0], "link": ["-"], "wire_bytes": [np.nan]})
+    total = human_bytes(frame["wire_bytes"].sum())
+    return hv.HeatMap(frame, ["step", "link"], hv.Dimension("wire_bytes", label="wire bytes")).opts(
+        width=WIDTH, height=HEIGHT, cmap="viridis", colorbar=True, tools=["hover"], framewise=True,
+        title=f"wire bytes per step and link ({total} shown)", hooks=[named("adass-traffic")],
+    )  # fmt: skip
+
+
+def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
+    """Raw and wire bytes per chunk, averaged over the steps present (what a codec saves, chunk by chunk)."""
+    if len(traffic):
+        per_step = traffic.groupby(["step", "chunk"], as_index=False)[["raw_bytes", "wire_bytes"]].sum()
+        means = per_step.groupby("chunk", as_index=False)[["raw_bytes", "wire_bytes"]].mean()
+        frame = means.melt(
+            id_vars="chunk", value_vars=["raw_bytes", "wire_bytes"], var_name="kind", value_name="bytes"
+        )
+        frame["kind"] = frame["kind"].str.removesuffix("_bytes")
+        frame["chunk"] = frame["chunk"].astype(int).astype(str)
+        ratio = means["wire_bytes"].sum() / max(means["raw_bytes"].sum(), 1)
+        title = f"bytes per chunk and step (wire/raw {ratio:.2f})"
+    else:  # zero bars keep the chunk axis categorical until traffic arrives
+        frame = pd.DataFrame({"chunk": ["0", "0"], "kind": ["raw", "wire"], "bytes": [0.0, 0.0]})
+        title = "bytes per chunk and step"
+    return hv.Bars(frame, ["chunk", "kind"], hv.Dimension("bytes", label="bytes per step")).opts(
+        width=WIDTH, height=HEIGHT, tools=["hover"], framewise=True, title=title, multi_level=False,
+        color=hv.dim("kind").categorize({"raw": "#bbbbbb", "wire": "#4c72b0"}, default="#4c72b0"),
+        legend_position="top_right", hooks=[named("adass-chunks")],
+    )  # fmt: skip
