@@ -49,7 +49,7 @@ class TrafficRecord:
     run: str
     epoch: int
     step: int
-    phase: str  # push | pull | reduce_scatter | all_gather | scale
+    phase: str  # count | scale | push | reduce_scatter | all_gather | pull
     hop: int
     src: int
     dst: int
