@@ -1,0 +1,269 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · RS-ADASS: random sparsification inside the ring
+#
+# Instead of sending every value with fewer bits (notebook 03), send only a few values. A
+# sparsifier keeps $k = \rho N$ of the $N$ gradient values, for a ratio $\rho$ such as 1%. The catch
+# is again the ring: it adds chunks hop by hop, and sparse vectors only add cheaply when they keep
+# the *same* coordinates. This notebook shows how a shared seed gives all workers the same
+# coordinates (random-k), why top-k cannot have that and falls back to an all-gather, how error
+# feedback recovers what sparsification drops, and how random-k stacks with quantization. Then it
+# trains with ADASS on top: RS-ADASS.
+#
+# **Quick mode.** `ADASS_TUTORIAL_QUICK=1` (set by the test suite) shrinks the simulated sweeps,
+# the list of trained codecs and the epochs; leave it unset for the full sizes.
+
+# %%
+import os
+from dataclasses import replace
+
+import holoviews as hv
+import pandas as pd
+import torch
+
+from adass.cluster import connect, train_distributed
+from adass.codecs import ChunkKey, make_codec
+from adass.config import RunConfig
+from adass.exchange import simulate
+from adass.metrics import EvalRecord
+from adass.registry import SpecError
+
+hv.extension("bokeh")
+
+QUICK = os.environ.get("ADASS_TUTORIAL_QUICK") == "1"
+SIM_WORKERS = [2, 4, 8, 16] if QUICK else [2, 4, 8, 16, 32]  # notebook 05 goes to 64
+SIM_VALUES = 20_000 if QUICK else 100_000
+EF_STEPS = 60 if QUICK else 200
+RATIO = 0.05  # share of values kept in the training runs
+TRAIN_CODECS = (
+    ["fp32", f"ef(randk:ratio={RATIO},scale=false)", f"ef(topk:ratio={RATIO})"]
+    if QUICK
+    else ["fp32", f"randk:ratio={RATIO}", f"ef(randk:ratio={RATIO},scale=false)", f"ef(topk:ratio={RATIO})",
+          f"randk:ratio={RATIO}+qsgd:bits=8", f"ef(randk:ratio={RATIO},scale=false+qsgd:bits=8)"]
+)  # fmt: skip
+EPOCHS = 3 if QUICK else 10
+BATCH = 256 if QUICK else 64  # quick mode: fewer, larger steps
+print(f"quick mode: {QUICK}; simulated P = {SIM_WORKERS}; {len(TRAIN_CODECS)} codecs trained for {EPOCHS} epochs")
+
+# %% [markdown]
+# ## Shared seeds keep chunks aligned
+#
+# **Random-k** keeps $k$ coordinates drawn at random. If every worker drew its own, the ring
+# would face $P$ different index sets. Instead, the coordinates come from a generator seeded by a
+# stable hash of *(run seed, step, chunk)*, the same numbers on every worker and never the worker's
+# rank. So every worker keeps the same $k$ coordinates of a chunk at a given step, and different
+# ones at the next step:
+
+# %%
+randk = make_codec("randk:ratio=0.01")
+key = ChunkKey(seed=7, step=3, chunk=0)
+on_rank0 = randk.indices(10_000, replace(key, rank=0))
+on_rank5 = randk.indices(10_000, replace(key, rank=5))
+next_step = randk.indices(10_000, replace(key, step=4))
+print("rank 0 and rank 5 keep the same coordinates:", torch.equal(on_rank0, on_rank5))
+print("coordinates shared with the next step:", len(set(on_rank0.tolist()) & set(next_step.tolist())), "of", len(on_rank0))
+
+# %% [markdown]
+# Since the receiver can re-derive the coordinates from the chunk key, **only the $k$ values
+# travel**, plus a 12-byte header. Two such payloads of one chunk add elementwise, so the ring
+# reduces the $k$-vector exactly as it would a dense chunk, and each worker sends
+# $2\frac{P-1}{P}\,k$ values per step instead of $2\frac{P-1}{P}\,N$.
+#
+# **Top-k** keeps the $k$ values of largest magnitude. They are the most informative, but each
+# worker's are different, so the indices must travel too (bit-packed, 14 bits each for a chunk of
+# 10,000), and two payloads cannot be added without growing into the union of their index sets.
+# How different are they? Two workers whose gradients share a common direction:
+
+# %%
+topk = make_codec("topk:ratio=0.01")
+gen = torch.Generator().manual_seed(0)
+common = torch.randn(10_000, generator=gen)
+g0, g1 = common + 0.5 * torch.randn(10_000, generator=gen), common + 0.5 * torch.randn(10_000, generator=gen)
+top0 = set(torch.topk(g0.abs(), 100).indices.tolist())
+top1 = set(torch.topk(g1.abs(), 100).indices.tolist())
+p_rand, p_top = randk.encode(g0, key), topk.encode(g0, key)
+print(f"top-k index sets of two workers overlap in {len(top0 & top1)} of 100 coordinates")
+pd.DataFrame([
+    {"codec": "randk:ratio=0.01", "tensors": {k: tuple(v.shape) for k, v in p_rand.tensors.items()}, "wire_bytes": p_rand.nbytes},
+    {"codec": "topk:ratio=0.01", "tensors": {k: tuple(v.shape) for k, v in p_top.tensors.items()}, "wire_bytes": p_top.nbytes},
+    {"codec": "fp32", "tensors": {"values": (10_000,)}, "wire_bytes": 40_000},
+])  # fmt: skip
+
+# %% [markdown]
+# So the ring treats them differently: random-k goes through reduce-scatter and all-gather like a
+# dense chunk, while top-k, which is not summable, falls back to a ring **all-gather** of every
+# worker's payload, and every worker decodes and adds all $P$ of them. Each worker then receives
+# $(P-1)\,k$ values with their indices, which grows linearly in $P$.
+
+# %%
+def correlated_grads(workers: int, n: int, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    shared_direction = torch.randn(n, generator=g)
+    return [shared_direction + 0.5 * torch.randn(n, generator=g) for _ in range(workers)]
+
+
+codecs = {"fp32": "fp32", "randk 1%": "randk:ratio=0.01", "topk 1%": "topk:ratio=0.01",
+          "randk 1% + qsgd 8 bits": "randk:ratio=0.01+qsgd:bits=8"}  # fmt: skip
+rows = []
+for workers in SIM_WORKERS:
+    grads = correlated_grads(workers, SIM_VALUES, seed=workers)
+    exact = torch.stack(grads).mean(0)
+    for label, codec in codecs.items():
+        result = simulate(grads, exchange="ring", codec=codec, link="1gbit,50us")
+        t = result.traffic
+        rows.append({"P": workers, "codec": label, "phases": "+".join(t.phase.unique()),
+                     "received_per_worker_bytes": int(t[t.dst == 0].wire_bytes.sum()),
+                     "rel_error": float((result.outputs[0] - exact).norm() / exact.norm())})  # fmt: skip
+sparse = pd.DataFrame(rows)
+sparse[sparse.P == max(SIM_WORKERS)]
+
+# %%
+hv.NdOverlay({
+    label: hv.Curve(part, "P", ("received_per_worker_bytes", "bytes received per worker and step"))
+    * hv.Scatter(part, "P", "received_per_worker_bytes")
+    for label, part in sparse.groupby("codec", sort=False)
+}, kdims="codec").opts(logx=True, logy=True, width=560, height=360, legend_position="right",
+                       title=f"per-worker traffic of one step, N = {SIM_VALUES:,}")  # fmt: skip
+
+# %% [markdown]
+# ## What sparsification loses, and error feedback
+#
+# The table above also lists the error of the averaged gradient, and random-k's is large: with
+# `scale=true` the decoded vector is multiplied by $N/k$, which makes it unbiased, but its variance
+# is $(N/k - 1)\,\|g\|^2$, a relative error near $\sqrt{1/\rho - 1} \approx 10$ at $\rho = 1\%$.
+# Averaging over workers does not help, because all workers keep the same coordinates: the ring
+# computes exactly random-k *of the mean gradient*. Shared coordinates are what make the ring work;
+# the variance is their price. Top-k's error is smaller, but it is biased: small coordinates are
+# never sent at all.
+#
+# **Error feedback** fixes both in the same way: every worker remembers what its codec dropped and
+# adds it to the next step's gradient before encoding,
+#
+# $$c_t = C(g_t + e_{t-1}), \qquad e_t = g_t + e_{t-1} - c_t ,$$
+#
+# so every coordinate is sent eventually, and the sum of what was sent over $t$ steps differs from
+# the sum of the gradients by only the last residual $e_t$. That needs a codec that shrinks what
+# it is given ($\|C(x) - x\| < \|x\|$): top-k, or random-k *without* the $N/k$ scaling. Below, one
+# fixed gradient is encoded over and over, and we follow how far the running mean of what was sent
+# is from it.
+
+# %%
+x = torch.randn(5_000, generator=gen) * torch.linspace(0.1, 2.0, 5_000)  # coordinates of many sizes
+specs = {"randk 5%, unbiased": "randk:ratio=0.05", "randk 5%, unscaled": "randk:ratio=0.05,scale=false",
+         "ef(randk 5%, unscaled)": "ef(randk:ratio=0.05,scale=false)", "topk 5%": "topk:ratio=0.05",
+         "ef(topk 5%)": "ef(topk:ratio=0.05)"}  # fmt: skip
+trace = []
+for label, spec in specs.items():
+    codec = make_codec(spec)  # ef(...) keeps its residual memory inside the codec object
+    sent = torch.zeros_like(x)
+    for t in range(1, EF_STEPS + 1):
+        sent += codec.decode(codec.encode(x, ChunkKey(0, t, 0)))
+        trace.append({"codec": label, "step": t, "rel_error": float((sent / t - x).norm() / x.norm())})
+trace = pd.DataFrame(trace)
+hv.NdOverlay({label: hv.Curve(part, "step", ("rel_error", "error of the mean of what was sent"))
+              for label, part in trace.groupby("codec", sort=False)}, kdims="codec").opts(
+    logy=True, width=560, height=360, legend_position="right", title="error feedback sends what was dropped")  # fmt: skip
+
+# %% [markdown]
+# Without feedback, unscaled random-k and top-k stay stuck (they never send most of the mass);
+# unbiased random-k converges slowly, as an average of noisy estimates does ($1/\sqrt t$). With
+# feedback the error falls like $1/t$. The residual of unscaled random-k levels off: a coordinate
+# waits about $1/\rho$ steps to be drawn, then leaves with everything it has gathered. One
+# combination to avoid is feedback around the *scaled* random-k: each send overshoots by $N/k$,
+# the residual takes the overshoot with the opposite sign, and it explodes.
+
+# %%
+growth = {}
+for spec in ("ef(randk:ratio=0.05,scale=false)", "ef(randk:ratio=0.05)"):
+    codec = make_codec(spec)
+    for t in range(1, 41):
+        codec.encode(x, ChunkKey(0, t, 0))  # encoding updates the residual memory
+        if t in (5, 10, 20, 40):
+            growth.setdefault(spec, {})[f"after {t} steps"] = float(codec.memory.residual(ChunkKey(0, t, 0)).norm() / x.norm())
+pd.DataFrame(growth).T.style.format("{:.3g}").set_caption("residual norm, in units of the gradient's norm")
+
+# %% [markdown]
+# ## Stacking with quantization
+#
+# Random-k hands the ring a dense vector of $k$ aligned values, and that vector can itself be
+# quantized: `randk:ratio=0.01+qsgd:bits=8` keeps 1% of the coordinates and sends them with 8 bits
+# each (RS+Q). Inside the ring the same two strategies as in notebook 03 apply to the $k$-vector:
+# requantize at each hop, or agree on a shared scale so the codes add. The curve "randk 1% + qsgd
+# 8 bits" above is the requantizing ring. With error feedback around the stack, only the shared
+# scale works (the residual must be what this worker's *own* encoding lost, which hop-by-hop
+# requantization would blur), and the ring says so before anything runs:
+
+# %%
+try:
+    RunConfig.from_flat(workers=2, exchange="ring", codec="ef(randk:ratio=0.01,scale=false+qsgd:bits=8)")
+except SpecError as err:
+    print("SpecError:", err)
+RunConfig.from_flat(workers=2, exchange="ring:strategy=shared_scale",
+                    codec="ef(randk:ratio=0.01,scale=false+qsgd:bits=8)").codec.codec  # fmt: skip
+
+# %% [markdown]
+# ## RS-ADASS on Dask
+#
+# ADASS training on two Dask workers, with the gradients sparsified inside the ring, against the
+# fp32 ring. Same seed, data and sampler everywhere, so the differences are the codec's. Codecs
+# whose payloads cannot add (top-k) run as an all-gather; stacks with error feedback use the
+# shared scale.
+
+# %%
+base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1",
+                           epochs=EPOCHS, batch_size=BATCH, lr=0.05, workers=2, exchange="ring", codec="fp32")  # fmt: skip
+handle = connect(n_workers=2)
+runs, curves = [], []
+for codec in TRAIN_CODECS:
+    exchange = "ring:strategy=shared_scale" if codec.startswith("ef(") and "+" in codec else "ring"
+    result = train_distributed(base.replace(codec=codec, exchange=exchange), handle=handle)
+    curves.append(result.sink.frame(EvalRecord).assign(codec=codec))
+    runs.append({"codec": codec, "exchange": exchange, "test_acc": result.final.test_acc,
+                 "wire_MB": result.totals["wire_bytes"] / 1e6, "train_s": result.totals["train_s"]})  # fmt: skip
+handle.close()
+table = pd.DataFrame(runs)
+table["vs_fp32"] = table.wire_MB / table.wire_MB.iloc[0]
+table.style.format({"test_acc": "{:.3f}", "wire_MB": "{:.2f}", "vs_fp32": "{:.4f}", "train_s": "{:.1f}"})
+
+# %%
+curves = pd.concat(curves, ignore_index=True)
+(
+    hv.NdOverlay({c: hv.Curve(part, "epoch", "test_acc") for c, part in curves.groupby("codec", sort=False)},
+                 kdims="codec").opts(width=480, height=340, legend_position="bottom_right", title="test accuracy")
+    + hv.Bars(table, "codec", ("wire_MB", "MB on the wire (whole run)")).opts(
+        logy=True, ylim=(table.wire_MB.min() / 3, table.wire_MB.max() * 2), width=420, height=340,
+        xrotation=30, title="traffic", tools=["hover"])
+).opts(shared_axes=False)  # fmt: skip
+
+# %% [markdown]
+# Reading the results: the sparse codecs send a few percent of the fp32 traffic (random-k about
+# $\rho$ of it, top-k more because its indices travel and its all-gather grows with $P$). Whether
+# they keep the accuracy depends on the ratio, the feedback and the number of epochs. The variance
+# argument above predicts that random-k, whose shared coordinates do not average out across
+# workers, needs a larger ratio or more epochs than top-k with feedback, which sends the largest
+# coordinates first; the table shows what this run pays for each. With the full sizes the six
+# codecs stand side by side.
+#
+# ## Try this
+#
+# 1. Train with `randk:ratio=0.01` and with `ef(randk:ratio=0.01,scale=false)`. Which one keeps
+#    up with fp32, and what does the variance argument above predict?
+# 2. In the simulator, find the $P$ at which top-k's all-gather sends more bytes than the fp32
+#    ring for $\rho = 5\%$. What does the formula $(P-1)\,k\,(4 + \text{index bytes})$ against
+#    $2\frac{P-1}{P}N \cdot 4$ say?
+# 3. Stack harder: `randk:ratio=0.01+qsgd:bits=4` under `ring:strategy=shared_scale`. How many
+#    bytes per worker and step is that for the 101,770-value MLP, against fp32?
