@@ -141,3 +141,45 @@ def test_shared_scale_rejects_mismatched_scales(key: ChunkKey) -> None:
         codec.add(pa, pb)
     with pytest.raises(ValueError, match="scale has"):
         codec.encode(a, key, scale=torch.ones(3))
+
+
+def formula(codec: QSGD, payload) -> torch.Tensor:
+    """``M * (2U - count*L) / L`` in float64, straight from the codes and scales."""
+    scale = payload.tensors["scales"].double().repeat_interleave(codec.bucket)[: payload.numel]
+    centred = 2 * codec.codes(payload).double() - payload.header["count"] * codec.levels
+    return scale * centred / codec.levels
+
+
+@pytest.mark.parametrize("workers", [1, 3, 130])  # 130 x 16-bit codes: the float64 path
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16])
+def test_decode_is_the_formula_to_two_float32_ulps(bits: int, workers: int) -> None:
+    n = 300 if workers > 3 else 1300  # not a multiple of the bucket
+    codec = QSGD(bits=bits, bucket=256, shared=True)
+    xs = [chunk(n, seed=w) for w in range(workers)]
+    agreed = torch.stack([codec.local_scale(x) for x in xs]).amax(0)
+    total = None
+    for w, x in enumerate(xs):
+        p = codec.encode(x, ChunkKey(seed=1, step=0, chunk=0, rank=w), scale=agreed)
+        total = p if total is None else codec.add(total, p)
+    ref, out = formula(codec, total), codec.decode(total).double()
+    assert torch.all((out - ref).abs() <= 2**-22 * ref.abs())  # zero where the codes centre
+    assert torch.equal(codec.codes(total), codec.codes(total, torch.int32).long())
+
+
+def test_zeros_in_a_bucket_decode_to_exact_zero(key: ChunkKey) -> None:
+    x = chunk(1000)
+    x[::3] = 0.0  # zero is a level for bits >= 2, so zeros are never rounded away from it
+    for bits in (2, 4, 8, 16):
+        out = QSGD(bits=bits, bucket=100).decode(QSGD(bits=bits, bucket=100).encode(x, key))
+        assert torch.all(out[::3] == 0.0)
+
+
+def test_subnormal_scale_stays_finite(key: ChunkKey) -> None:
+    x = torch.tensor([0.0, 1e-44, -3e-45, 0.0, 2e-45] * 20)
+    codec = QSGD(bits=8, bucket=50)
+    out = codec.decode(codec.encode(x, key))
+    assert torch.all(torch.isfinite(out)) and torch.all(out[::5] == 0.0)
+    # within one level spacing 2M/L (float64: it is below the smallest float32), plus half the
+    # float32 rounding step there, 2**-150
+    spacing = 2 * codec.local_scale(x).double().repeat_interleave(50) / codec.levels
+    assert torch.all((out.double() - x.double()).abs() <= spacing + 2**-150)

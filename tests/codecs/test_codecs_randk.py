@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pickle
 
 import pytest
 import torch
 from codec_cases import chunk
 
-from adass.codecs import ChunkKey, RandomK, make_codec
+from adass.codecs import ChunkKey, RandomK, generator_for, make_codec
+from adass.codecs.sampling import distinct_sample
 
 
 def support(codec: RandomK, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
@@ -26,6 +28,29 @@ def test_workers_with_the_same_key_pick_the_same_coordinates(key: ChunkKey) -> N
     assert torch.equal(support(codec, a, key), same) and torch.equal(support(codec, b, key), same)
     for other in (dataclasses.replace(key, step=key.step + 1), dataclasses.replace(key, chunk=9)):
         assert not torch.equal(codec.indices(5000, other), same)
+
+
+def test_indices_are_the_seeded_draw_and_cached(key: ChunkKey) -> None:
+    codec = RandomK(ratio=0.01)
+    idx = codec.indices(100_000, key)
+    expected = distinct_sample(100_000, 1000, generator_for(key, "randk"))
+    assert torch.equal(idx, expected)
+    assert codec.indices(100_000, key) is idx  # a decode at the next hop does not draw again
+    # another worker (a fresh, unpickled codec with an empty cache) draws the same coordinates
+    remote = pickle.loads(pickle.dumps(codec))
+    assert len(remote._cache) == 0 and torch.equal(remote.indices(100_000, key), idx)
+    assert not torch.equal(codec.indices(100_001, key)[:1000], idx)  # the length is in the key
+
+
+def test_inclusion_frequency_over_keys_is_k_over_n() -> None:
+    # Over T keys each coordinate is kept Binomial(T, k/n) times: mean 100, sd ~9.7 here.
+    codec, n, trials = RandomK(ratio=0.05), 200, 2000
+    hits = torch.zeros(n)
+    for s in range(trials):
+        hits[codec.indices(n, ChunkKey(seed=4, step=s, chunk=s % 3))] += 1
+    p = codec.k_for(n) / n
+    sd = math.sqrt(trials * p * (1 - p))
+    assert float((hits - trials * p).abs().max()) < 4.5 * sd
 
 
 def test_wire_bytes_values_only(key: ChunkKey) -> None:

@@ -3,10 +3,13 @@ that spawned gloo processes run (they must live in an importable module)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import torch
 import torch.distributed as dist
 
-from adass.exchange import make_exchange
+from adass.exchange import InProcHub, make_exchange
 from adass.exchange.gloo import GlooTransport
 
 CODECS = [
@@ -75,3 +78,59 @@ def fails(rank: int, world: int) -> None:
     if rank == 1:
         raise ValueError("deliberate failure")
     dist.recv(torch.empty(1), src=1)
+
+
+def inproc_steps(
+    spec: str, codec: str, n: int, counts: list[list[float]], seed: int = 3
+) -> list[list[torch.Tensor]]:
+    """One exchange per in-process rank kept over several steps (``counts[step][rank]``, ``grads``
+    seeded by the step); the result of every step on every rank, ``[step][rank]`` (None on PS
+    server ranks)."""
+    world = len(counts[0])
+    hub = InProcHub(world, timeout_s=60)
+    results = [[None] * world for _ in counts]
+    errors: list[BaseException] = []
+
+    def work(rank: int) -> None:
+        try:
+            exchange = make_exchange(spec, hub.transport(rank), codec, seed=seed)
+            for step, row in enumerate(counts):
+                if getattr(exchange, "is_server", False):
+                    exchange.serve_step()  # a PS server rank: its result stays None
+                else:
+                    results[step][rank] = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
+        except BaseException as err:  # noqa: BLE001 - re-raised below
+            errors.append(err)
+            hub.abort()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def steps_over_gloo(
+    rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[list[float]]
+) -> list:
+    """In a spawned process: per case, several steps as in ``inproc_steps``; per step the result,
+    the call's wall time and timers, and the payloads and transport messages this rank sent."""
+    out = []
+    for i, (spec, codec) in enumerate(cases):
+        transport = GlooTransport(tag_base=10 * i)
+        exchange = make_exchange(spec, transport, codec, seed=3)
+        steps = []
+        for step, row in enumerate(counts):
+            payloads, messages = transport.log.sent_messages, transport.log.wire_messages
+            start = time.perf_counter()
+            result = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
+            wall_s = time.perf_counter() - start
+            steps.append({"out": result, "wall_s": wall_s, "timers": exchange.timers(),
+                          "payloads": transport.log.sent_messages - payloads,
+                          "messages": transport.log.wire_messages - messages})  # fmt: skip
+        exchange.traffic()
+        out.append(steps)
+    return out

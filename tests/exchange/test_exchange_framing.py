@@ -33,6 +33,18 @@ def test_codec_payloads_roundtrip(spec: str) -> None:
     assert (frame.sent_at, frame.not_before) == (12.5, 13.0)
 
 
+def test_a_payload_travels_as_one_body() -> None:
+    payload = make_codec("randk:ratio=0.3+qsgd:bits=3,bucket=5").encode(torch.randn(97), ChunkKey(1, 2, 3))
+    assert sum(1 for t in payload.tensors.values() if t.numel()) > 1
+    [body] = framing.body_views(payload)
+    layout = framing.layout_of(payload)
+    assert body.numel() == framing.body_sizes(layout)[0]
+    assert body.numel() == payload.nbytes - payload.header_bytes + framing.padding_bytes(layout)
+    single = make_codec("fp16").encode(torch.randn(9), ChunkKey(0, 0, 0))
+    [view] = framing.body_views(single)
+    assert view.data_ptr() == single.tensors["values"].data_ptr()  # one tensor: sent without a copy
+
+
 def test_long_header_overflows_and_empty_tensors_travel() -> None:
     payload = Payload(
         {"a": torch.zeros(0, dtype=torch.int64), "flags": torch.tensor([True, False]), "x": torch.arange(6).reshape(2, 3)},

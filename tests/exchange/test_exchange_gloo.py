@@ -7,7 +7,14 @@ import multiprocessing
 
 import numpy as np
 import pytest
-from exchange_cases import fails, grads, lossy_over_gloo, ring_against_all_reduce
+from exchange_cases import (
+    fails,
+    grads,
+    inproc_steps,
+    lossy_over_gloo,
+    ring_against_all_reduce,
+    steps_over_gloo,
+)
 
 from adass.exchange import simulate
 from adass.exchange.launch import run_processes
@@ -41,6 +48,28 @@ def test_lossy_codecs_over_gloo_match_the_simulator() -> None:
         for rank, got in enumerate(real):
             assert np.array_equal(got["out"], sim.outputs[rank].numpy()), (spec, codec, rank)
         assert sum(r["wire"] for r in real) == sim.traffic[sim.traffic.dst < len(real)].wire_bytes.sum()
+    assert multiprocessing.active_children() == []
+
+
+def test_steps_with_changing_counts_over_gloo_match_the_simulator() -> None:
+    # from the second step on, framed payloads of fixed-size codecs are posted with the layout seen
+    # before and travel as one message each; counts change, and results stay bit for bit
+    cases = [("ring:strategy=shared_scale", "qsgd:bits=8"), ("ring:segment_kb=1", "qsgd:bits=4"), ("ring", "fp16"),
+             ("ring", "topk:ratio=0.05"), ("ring:segment_kb=1", "fp32")]  # fmt: skip
+    counts, n = [[2.0, 1.0, 3.0], [2.0, 1.0, 3.0], [0.5, 4.0, 0.0]], 3000
+    results = run_processes(steps_over_gloo, 3, (cases, n, counts), timeout_s=90)
+    for i, (spec, codec) in enumerate(cases):
+        sim = inproc_steps(spec, codec, n, counts)
+        for step in range(len(counts)):
+            for rank in range(3):
+                got = results[rank][i][step]
+                assert np.array_equal(got["out"], sim[step][rank].numpy()), (spec, codec, step, rank)
+                timers = got["timers"]
+                assert sum(timers.values()) <= got["wall_s"]
+                if codec != "fp32":
+                    assert timers["encode_s"] > 0 and timers["decode_s"] > 0
+                if step > 0 and "topk" not in codec:  # one gloo message per payload
+                    assert got["messages"] == got["payloads"], (spec, codec, step, rank)
     assert multiprocessing.active_children() == []
 
 

@@ -10,9 +10,9 @@ from adass.registry import SpecError
 
 
 @pytest.mark.parametrize("exchange, codec, words", [
-    ("ring:strategy=shared_scale", "fp16", ["fp16", "no shared scale", "requantize"]),
-    ("ring:strategy=shared_scale", "randk:ratio=0.01", ["randk", "no shared scale"]),
     ("ring:strategy=shared_scale", "topk:ratio=0.01", ["topk", "not summable", "all-gather"]),
+    ("ring:strategy=shared_scale", "topk:ratio=0.1+qsgd:bits=8", ["topk", "not summable"]),
+    ("ring:strategy=shared_scale", "ef(topk:ratio=0.1)", ["topk", "not summable"]),
     ("ring", "qsgd:bits=4,shared=true", ["agreed scale", "shared_scale"]),
     ("ring", "ef(randk:ratio=0.01+qsgd:bits=8)", ["error feedback", "shared_scale"]),
     ("ring:strategy=average", "fp32", ["strategy", "requantize|shared_scale|allgather"]),
@@ -35,6 +35,9 @@ def test_impossible_or_bad_specs_fail_in_one_line(exchange: str, codec: str, wor
     ("ring", "fp32"), ("ring", "topk:ratio=0.01"), ("ring:strategy=shared_scale", "qsgd:bits=4"),
     ("ring:strategy=shared_scale", "randk:ratio=0.01+qsgd:bits=8"), ("ring:strategy=shared_scale", "ef(qsgd:bits=2)"),
     ("ring:strategy=allgather", "qsgd:bits=4,shared=true"), ("ps:servers=3,pull=fp16", "topk:ratio=0.1"),
+    # codecs that add without a scale add directly under shared_scale too
+    ("ring:strategy=shared_scale", "fp32"), ("ring:strategy=shared_scale", "fp16"),
+    ("ring:strategy=shared_scale", "bf16"), ("ring:strategy=shared_scale", "randk:ratio=0.01"),
 ])  # fmt: skip
 def test_possible_pairs_pass(exchange: str, codec: str) -> None:
     assert check(exchange, codec).startswith(exchange.split(":")[0])
@@ -48,7 +51,7 @@ def test_registry_lists_both_exchanges() -> None:
 def test_make_exchange_checks_first() -> None:
     hub = InProcHub(2)
     with pytest.raises(SpecError):
-        make_exchange("ring:strategy=shared_scale", hub.transport(0), "fp32")
+        make_exchange("ring:strategy=shared_scale", hub.transport(0), "topk:ratio=0.1")
     with pytest.raises(SpecError, match="no worker"):
         make_exchange("ps:servers=2", hub.transport(0), "fp32")
 

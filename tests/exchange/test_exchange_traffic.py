@@ -19,10 +19,10 @@ class _Spy(InProcTransport):
 
     sent: list[tuple[int, int, str, int, int]] = []
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True):
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True, joined: bool = False):
         real = payload.header_bytes + sum(t.numel() * t.element_size() for t in payload.tensors.values())
         _Spy.sent.append((self.rank, dst, meta.phase, meta.hop, real))
-        return super().isend(dst, payload, meta, framed)
+        return super().isend(dst, payload, meta, framed, joined)
 
 
 @pytest.mark.parametrize("exchange, codec, counts", [
@@ -45,29 +45,33 @@ def test_wire_bytes_are_the_payloads_real_size(monkeypatch, exchange: str, codec
     assert (frame.seconds >= 0).all()
 
 
-def test_ring_phases_hops_and_bytes() -> None:
+@pytest.mark.parametrize("counts", [None, [1, 3, 2, 5]])
+def test_ring_phases_hops_and_bytes(counts) -> None:
     workers, n = 4, 4000
-    result = simulate(grads(workers, n), exchange="ring", codec="fp32", counts=[1, 1, 1, 1])
+    result = simulate(grads(workers, n), exchange="ring", codec="fp32", counts=counts)
     t = result.traffic
-    assert set(t.phase) == {"count", "reduce_scatter", "all_gather"}
+    assert set(t.phase) == {"reduce_scatter", "all_gather"}  # counts ride inside, no round of their own
     for phase in ("reduce_scatter", "all_gather"):
         part = t[t.phase == phase]
         assert sorted(set(part.hop)) == list(range(workers - 1))
         assert len(part) == workers * (workers - 1)
         assert (part.dst == (part.src + 1) % workers).all()
-        assert (part.wire_bytes == part.raw_bytes).all() and (part.wire_bytes == 4 * n // workers).all()
-    counts = t[t.phase == "count"]
-    assert len(counts) == workers * (workers - 1) and (counts.wire_bytes == 8).all()
+        assert (part.raw_bytes == 4 * n // workers).all()
+    # a partial sum carries its count in 8 bytes after the values; the finals are values only
+    extra = 0 if counts is None else 8
+    assert (t[t.phase == "reduce_scatter"].wire_bytes == 4 * n // workers + extra).all()
+    assert (t[t.phase == "all_gather"].wire_bytes == 4 * n // workers).all()
 
 
 def test_ps_phases_and_servers() -> None:
-    result = simulate(grads(3, 100), exchange="ps:servers=2", codec="fp32")
+    result = simulate(grads(3, 100), exchange="ps:servers=2", codec="fp32", counts=[1, 2, 3])
     t = result.traffic
-    assert set(t.phase) == {"count", "push", "pull"}
+    assert set(t.phase) == {"push", "pull"}
     push, pull = t[t.phase == "push"], t[t.phase == "pull"]
     assert set(push.dst) == {3, 4} and set(push.src) == {0, 1, 2}
     assert set(pull.src) == {3, 4} and set(pull.dst) == {0, 1, 2}
-    assert push.wire_bytes.sum() == pull.wire_bytes.sum() == 3 * 4 * 100
+    assert pull.wire_bytes.sum() == 3 * 4 * 100
+    assert push.wire_bytes.sum() == 3 * 4 * 100 + len(push) * 8  # each push carries its count
 
 
 def test_step_time_model() -> None:
@@ -80,7 +84,7 @@ def test_step_time_model() -> None:
         2 * (workers - 1) * Link.parse("10gbit,5us").seconds(1000)
     )
     ps = simulate(grads(workers, n), exchange="ps", codec="fp32", link=link)
-    # the server's ingress takes every push (and count) back to back, then its egress every pull
+    # the server's ingress takes every push (each with its count) back to back, then its egress every pull
     push = link.seconds(workers * (4 * n + 8))
     pull = link.seconds(workers * 4 * n)
     assert ps.sim_seconds == pytest.approx(push + pull)

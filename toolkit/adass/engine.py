@@ -172,6 +172,8 @@ class ReplicaEngine:
         t1 = time.perf_counter()
         averaged = self.exchange.reduce(flat, float(used))
         t2 = time.perf_counter()
+        times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
+        encode_s, decode_s = times["encode_s"], times["decode_s"]
         before = flat_params(self.model)
         offset = 0
         for p in params:
@@ -183,7 +185,8 @@ class ReplicaEngine:
         report.loss_sum += loss_value * used
         traffic = self.exchange.traffic()
         report.traffic += [asdict(r) for r in traffic]
-        record = StepRecord(self.run_id, epoch, self.step, self.rank, used, loss_value, t1 - t0, 0.0, t2 - t1)
+        record = StepRecord(self.run_id, epoch, self.step, self.rank, used, loss_value, t1 - t0,
+                            encode_s, max(0.0, t2 - t1 - encode_s - decode_s), decode_s)  # fmt: skip
         row = asdict(record)
         row["wire_bytes"] = int(sum(r.wire_bytes for r in traffic))
         row["raw_bytes"] = int(sum(r.raw_bytes for r in traffic))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 
 from distributed import Client, LocalCluster
@@ -61,7 +62,7 @@ def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 6
         return ClusterHandle(client)
     cluster = LocalCluster(
         n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=40,
+        dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,
     )  # fmt: skip
     try:
         client = Client(cluster, timeout=timeout_s)

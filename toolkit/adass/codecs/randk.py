@@ -1,6 +1,7 @@
 """Random-k with shared coordinates: every worker draws the same ``k`` indices from the chunk key.
 
-The indices come from ``generator_for(key, "randk")`` (run seed, step, chunk; not the rank), so only
+The indices come from ``generator_for(key, "randk")`` (run seed, step, chunk; not the rank), drawn
+without a full permutation (``sampling.py``) and cached for the decodes that follow, so only
 the ``k`` values travel and value vectors of different workers line up: payloads add elementwise
 (summable), which lets a ring reduce-scatter them like dense chunks. With ``scale=true`` decoding
 multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kept with probability
@@ -16,6 +17,7 @@ import torch
 
 from ..registry import Param
 from .base import ChunkKey, Payload, generator_for
+from .sampling import IndexCache, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
 
@@ -51,14 +53,27 @@ class RandomK(Sparsifier):
         self.ratio = PARAMS["ratio"].convert("codec 'randk'", "ratio", ratio)
         self.scale = PARAMS["scale"].convert("codec 'randk'", "scale", scale)
         self.name = canonical("randk", PARAMS, {"ratio": self.ratio, "scale": self.scale})
+        self._cache = IndexCache()
 
     def indices(
         self, numel: int, key: ChunkKey, device: str | torch.device = "cpu"
     ) -> torch.Tensor:
-        """The ``k`` sorted coordinates (int64) that every worker keeps for chunk ``key``."""
-        gen = generator_for(key, "randk", device=device, shared=True)
-        perm = torch.randperm(numel, generator=gen, device=device)
-        return perm[: self.k_for(numel)].sort().values
+        """The ``k`` sorted coordinates (int64) that every worker keeps for chunk ``key``.
+
+        A uniform k-subset drawn by :func:`distinct_sample` from ``generator_for(key, "randk")``:
+        a function of (run seed, step, chunk) and the chunk length only. Recent draws are cached
+        (encode and every decode of a chunk ask for the same ones), so do not modify the result
+        in place.
+        """
+        device = torch.device(device)
+        k = self.k_for(numel)
+        cache_key = (numel, k, key.seed, key.step, key.chunk, str(device))
+
+        def draw() -> torch.Tensor:
+            gen = generator_for(key, "randk", device=device, shared=True)
+            return distinct_sample(numel, k, gen, device)
+
+        return self._cache.get(cache_key, draw)
 
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The values at the shared coordinates, and a header naming the chunk."""

@@ -5,6 +5,7 @@ with a link model for simulated time; ``simulate`` runs one step of P virtual wo
 from . import ps, ring  # noqa: F401  (each module registers its exchange)
 from .base import EXCHANGES, Exchange, check, make_exchange
 from .chunking import ChunkLayout, Piece, chunk_bounds
+from .clock import CodecClock
 from .gloo import GlooTransport
 from .inproc import InProcHub, InProcTransport
 from .launch import free_port, run_processes
@@ -19,6 +20,7 @@ __all__ = [
     "EXCHANGES",
     "PHASES",
     "ChunkLayout",
+    "CodecClock",
     "Exchange",
     "GlooTransport",
     "InProcHub",

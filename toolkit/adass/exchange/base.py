@@ -12,21 +12,17 @@ from typing import Any
 import torch
 
 from ..codecs import Codec, make_codec
-from ..codecs.base import ChunkKey, Payload
+from ..codecs.base import ChunkKey
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
+from .clock import CodecClock
 from .link import Link
 from .timing import stage_seconds
 from .transport import Transfer, Transport
 
-__all__ = ["EXCHANGES", "Exchange", "check", "count_payload", "make_exchange", "output_buffer"]
+__all__ = ["EXCHANGES", "Exchange", "check", "make_exchange", "output_buffer"]
 
 EXCHANGES = Registry("exchange")
-
-
-def count_payload(count: float) -> Payload:
-    """A worker's sample count as an 8-byte control payload (float64)."""
-    return Payload({"count": torch.tensor([float(count)], dtype=torch.float64)}, numel=0)
 
 
 class Exchange(ABC):
@@ -49,6 +45,8 @@ class Exchange(ABC):
     ----------
     step : int
         The step the next ``reduce`` belongs to; it counts up by one per call.
+    clock : CodecClock
+        Where the last call spent its time; see :meth:`timers`.
     """
 
     name = "exchange"
@@ -60,6 +58,7 @@ class Exchange(ABC):
         self.codec = make_codec(codec) if isinstance(codec, str) else codec
         self.seed, self.epoch, self.step = seed, epoch, 0
         self.transport.log.run = run
+        self.clock = CodecClock()
 
     @abstractmethod
     def reduce(
@@ -107,6 +106,19 @@ class Exchange(ABC):
     def step_seconds(cls, records: Any, link: Link) -> float:
         """Modelled time of one step from its traffic records."""
         return float(sum(stage_seconds(records, link, cls.stage).values()))
+
+    def timers(self) -> dict[str, float]:
+        """Seconds of the last ``reduce`` (or ``serve_step``) by kind of work.
+
+        Returns
+        -------
+        dict
+            ``encode_s``: codec math making what is sent (weighting, scales, encoding, each hop's
+            add or requantization); ``decode_s``: decoding final payloads into the result;
+            ``comm_s``: the rest of the call (posting, framing and waiting on transfers). The three
+            add up to the call's wall time.
+        """
+        return self.clock.timers()
 
     def traffic(self) -> list[TrafficRecord]:
         """Records of the transfers this rank received since the last call."""
@@ -167,7 +179,7 @@ def check(exchange_spec: str, codec_spec: str | Codec) -> str:
     ------
     SpecError
         One line naming the problem: a malformed or unknown spec, or an impossible pair such as
-        ``ring:strategy=shared_scale`` with ``fp16`` (nothing to share).
+        ``ring:strategy=shared_scale`` with ``topk`` (its codes cannot add).
     """
     parsed = parse_spec(exchange_spec, "exchange")
     entry, values = EXCHANGES.resolve(parsed)

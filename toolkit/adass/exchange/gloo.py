@@ -1,6 +1,7 @@
 """Transport over torch.distributed point-to-point (gloo) between real processes, framed by
-``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. Transfers
-both sides agree on (``expect``) travel as bare tensor bytes.
+``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. A payload
+is at most a head and one body message, or one message of both where the receiver knows the layout
+(``joined``); transfers both sides agree on (``expect``) travel as the bare body.
 """
 
 from __future__ import annotations
@@ -30,19 +31,30 @@ class _Sent(SendHandle):
 
 class _Recv(RecvHandle):
     def __init__(self, transport: GlooTransport, src: int, like: Payload | None,
-                 into: list[torch.Tensor] | None, expect: Transfer | None) -> None:  # fmt: skip
+                 into: list[torch.Tensor] | None, expect: Transfer | None, joined: bool) -> None:  # fmt: skip
         super().__init__(transport._queue(src))
-        if expect is not None and like is None:
-            raise ValueError("an agreed (unframed) receive needs like=")
+        if (expect is not None or joined) and like is None:
+            raise ValueError("an agreed (unframed) or joined receive needs like=")
+        if joined and (expect is not None or into is not None):
+            raise ValueError("a joined receive brings its own head: no expect= or into=")
         self.transport, self.src, self.like, self.expect = transport, src, like, expect
         self.posted_at = time.time()
         self.head = self.head_work = None
-        if expect is None:
-            self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
-            self.head_work = transport._post_recv(self.head, src, transport.tag_head)
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
+        if joined:  # head and body in one message, on the body tag
+            sizes = framing.body_sizes(self.layout)
+            message = torch.empty(framing.HEAD_BYTES + sum(sizes), dtype=torch.uint8)
+            self.head, self.bodies = (
+                message[: framing.HEAD_BYTES],
+                [message[framing.HEAD_BYTES :]] if sizes else [],
+            )
+            self.head_work = transport._post_recv(message, src, transport.tag_body)
+            return
+        if expect is None:
+            self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
+            self.head_work = transport._post_recv(self.head, src, transport.tag_head)
         if self.layout is not None:  # the layout is known: post the body buffers now
             if into is None:
                 buffers = framing.alloc_bodies(self.layout)
@@ -82,7 +94,7 @@ class _Recv(RecvHandle):
             overflow = torch.empty(extra, dtype=torch.uint8)
             t._post_recv(overflow, self.src, t.tag_overflow).wait()
         frame = framing.unpack_head(self.head, overflow)
-        t.log.frame_bytes += framing.HEAD_BYTES + extra
+        t.log.frame_bytes += framing.HEAD_BYTES + extra + framing.padding_bytes(frame.layout)
         if self.layout is None:
             self._post_bodies(framing.alloc_bodies(frame.layout))
         elif frame.layout != self.layout:
@@ -134,28 +146,34 @@ class GlooTransport(Transport):
         return dist.irecv(tensor, group=self.group, tag=tag, group_src=src)
 
     def _post_send(self, tensor: torch.Tensor, dst: int, tag: int):
+        self.log.wire_messages += 1
         if self.group is None:
             return dist.isend(tensor, dst=dst, tag=tag)
         return dist.isend(tensor, group=self.group, tag=tag, group_dst=dst)
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
+              joined: bool = False) -> SendHandle:  # fmt: skip
         if not 0 <= dst < self.world or dst == self.rank:
             raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
         works, keep = [], []
-        if framed:
+        bodies = framing.body_views(payload)
+        if framed or joined:
             sent_at, not_before = self._stamp(payload)
             head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
-            works.append(self._post_send(head, dst, self.tag_head))
-            keep.append(head)
+            if joined:  # one message: head, then the body (a copy of its bytes)
+                bodies = [torch.cat([head, *bodies])]
+            else:
+                works.append(self._post_send(head, dst, self.tag_head))
+                keep.append(head)
             if overflow is not None:
                 works.append(self._post_send(overflow, dst, self.tag_overflow))
                 keep.append(overflow)
-        for body in framing.body_views(payload):
+        for body in bodies:
             works.append(self._post_send(body, dst, self.tag_body))
             keep.append(body)
         self.log.sent(payload)
         return _Sent(works, keep)
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None) -> RecvHandle:  # fmt: skip
-        return _Recv(self, src, like, into, expect)
+              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
+        return _Recv(self, src, like, into, expect, joined)

@@ -99,7 +99,8 @@ class InProcTransport(Transport):
         super().__init__(rank, hub.world, link, throttle)
         self.hub = hub
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
+              joined: bool = False) -> SendHandle:  # fmt: skip
         if not 0 <= dst < self.world or dst == self.rank:
             raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
         sent_at, not_before = self._stamp(payload)
@@ -108,5 +109,5 @@ class InProcTransport(Transport):
         return _Sent()
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None) -> RecvHandle:  # fmt: skip
+              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
         return _Recv(self, src)

@@ -1,5 +1,6 @@
 """Parameter Server: S server shards each own a contiguous slice; workers push encoded slices and
 pull back what the servers made of them (the weighted mean gradient, or parameters after a step).
+A worker's sample count travels in the header of each of its pushes (``counts.py``).
 
 Ranks ``0..W-1`` are workers and ``W..W+S-1`` servers (``W = world - S``): workers call
 ``reduce``, servers call ``serve_step`` once per step.
@@ -14,8 +15,9 @@ import torch
 from ..codecs import Codec, make_codec
 from ..codecs.base import Payload
 from ..registry import Param, SpecError
-from .base import EXCHANGES, Exchange, count_payload, output_buffer
+from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
+from .counts import grid_count, require_positive, split_count, with_count
 from .transport import Transport
 
 __all__ = ["ParameterServer"]
@@ -70,7 +72,6 @@ class ParameterServer(Exchange):
 
     @classmethod
     def stage(cls, phase: str, hop: int) -> str:
-        # counts go out just before the pushes, on the same links: one stage
         return "pull" if phase == "pull" else "push"
 
     @property
@@ -82,25 +83,27 @@ class ParameterServer(Exchange):
     ) -> torch.Tensor:
         if self.is_server:
             raise RuntimeError(f"rank {self.rank} is a server; call serve_step() there")
-        t = self.transport
+        t, clock = self.transport, self.clock
+        clock.begin()
         x = flat_grad.detach().reshape(-1).to(torch.float32)
+        weight = 1.0 if count is None else grid_count(count)
         layout = ChunkLayout(x.numel(), self.servers)
         pulls = [t.irecv(self.workers + s) for s in range(self.servers)]
         sends = []
         for s, (lo, hi) in enumerate(layout.chunks):
-            dst = self.workers + s
-            weight = 1.0 if count is None else float(count)
-            sends.append(t.isend(dst, count_payload(weight), self._meta("count", 0, s, 8)))
-            push = self.codec.encode(x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
-            sends.append(t.isend(dst, push, self._meta("push", 0, s)))
+            with clock.encoding:
+                push = self.codec.encode(x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
+            sends.append(t.isend(self.workers + s, with_count(push, weight), self._meta("push", 0, s)))
         out = output_buffer(out, x.numel())
         for (lo, hi), handle in zip(layout.chunks, pulls, strict=True):
             payload = handle.wait()
             if hi > lo:
-                out[lo:hi] = self.pull_codec.decode(payload)
+                with clock.decoding:
+                    out[lo:hi] = self.pull_codec.decode(payload)
         for h in sends:
             h.wait()
         self.step += 1
+        clock.end()
         return out
 
     def serve_step(self) -> torch.Tensor:
@@ -113,24 +116,28 @@ class ParameterServer(Exchange):
         """
         if not self.is_server:
             raise RuntimeError(f"rank {self.rank} is a worker; call reduce() there")
-        t, shard = self.transport, self.rank - self.workers
-        handles = [(t.irecv(w), t.irecv(w)) for w in range(self.workers)]
+        t, shard, clock = self.transport, self.rank - self.workers, self.clock
+        clock.begin()
+        handles = [t.irecv(w) for w in range(self.workers)]
         counts, pushes = [], []
-        for count_handle, push_handle in handles:
-            counts.append(float(count_handle.wait().tensors["count"][0]))
-            pushes.append(push_handle.wait())
-        total = sum(counts)
-        if not total > 0:
-            raise ValueError(f"sample counts {counts} add up to {total}; need a positive total")
+        for handle in handles:
+            push, count = split_count(handle.wait())
+            counts.append(count)
+            pushes.append(push)
+        total = sum(counts)  # in worker order, and exact: counts lie on a grid
+        require_positive(total)
         numel = pushes[0].numel
         mean = torch.zeros(numel, dtype=torch.float32)
-        for c, push in zip(counts, pushes, strict=True):
-            if numel:
-                mean += self.codec.decode(push) * (c / total)
+        with clock.decoding:
+            for c, push in zip(counts, pushes, strict=True):
+                if numel:
+                    mean += self.codec.decode(push) * (c / total)
         result = self.update(shard, mean) if self.update is not None else mean
-        reply = self.pull_codec.encode(result, self._key(shard, 1)) if numel else _EMPTY
+        with clock.encoding:
+            reply = self.pull_codec.encode(result, self._key(shard, 1)) if numel else _EMPTY
         sends = [t.isend(w, reply, self._meta("pull", 0, shard)) for w in range(self.workers)]
         for h in sends:
             h.wait()
         self.step += 1
+        clock.end()
         return mean

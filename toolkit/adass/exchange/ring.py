@@ -2,24 +2,28 @@
 
 Rank ``r`` owns chunk ``r``: at reduce-scatter hop ``s`` it sends chunk ``r-s-1`` to ``r+1`` and
 receives chunk ``r-s-2`` from ``r-1``; at all-gather hop ``s`` it forwards chunk ``r-s``. The owner's
-final payload is what every rank decodes, so all ranks end with bit-identical results.
+final payload is what every rank decodes, so all ranks end with bit-identical results. Sample counts
+travel inside the reduce-scatter payloads and the owner scales its sum to their total, so a weighted
+mean costs no round of its own; a shared scale is agreed in one round before the first hop.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
 from ..codecs import Codec, ErrorFeedback, StackCodec
 from ..codecs.base import Payload
 from ..registry import Param
-from .base import EXCHANGES, Exchange, count_payload, output_buffer, require
+from .base import EXCHANGES, Exchange, output_buffer, require
 from .chunking import ChunkLayout, Piece
-from .strategies import DenseAdd, DirectAdd, FloatMerge, Policy, Requantize, SharedScale, ring_plan
-from .transport import RecvHandle, Transfer, Transport
+from .counts import grid_count, require_positive, split_count, with_count
+from .layouts import LayoutMemory
+from .strategies import DenseAdd, DirectAdd, Policy, Requantize, SharedScale, Weighting, ring_plan
+from .transport import RecvHandle, SendHandle, Transport
 
 __all__ = ["RingExchange"]
+
+_RS, _AG = "reduce_scatter", "all_gather"
 
 
 @EXCHANGES.register(
@@ -35,14 +39,22 @@ class RingExchange(Exchange):
     ----------
     strategy : {"requantize", "shared_scale", "allgather"}
         For quantizers: decode-add-re-encode at every hop, or agree on one scale per bucket first
-        (an extra small max-exchange, phase ``scale``) so integer codes add exactly. Summable codecs
-        (fp32/fp16/bf16, random-k) add directly under ``requantize``; codecs that are neither
-        (top-k) fall back to an all-gather of every rank's payloads, as ``allgather`` does always.
+        (one small all-to-all of scales, phase ``scale``) so integer codes add exactly. The strategy
+        concerns quantizers only: codecs that add without a scale (fp32/fp16/bf16, random-k) add
+        directly under either, so both give the same bytes for them. Codecs that cannot add (top-k)
+        fall back to an all-gather of every rank's payloads under ``requantize``, as ``allgather``
+        does always.
     segment_kb : int
         Largest pipeline piece, in KiB of fp32 values; 0 takes ``transport.segment_bytes``
         (whole chunks in process, 64 MiB over gloo).
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
+
+    Notes
+    -----
+    With counts, shares are ``x * count / hint``, with ``hint`` the previous step's total (the world
+    size at first), and the owner of a chunk multiplies the sum by ``hint / total``; when the counts
+    repeat, as they do within an epoch, the factor is 1 and nothing is rescaled.
     """
 
     name = "ring"
@@ -56,6 +68,8 @@ class RingExchange(Exchange):
         seg_bytes = segment_kb * 1024 if segment_kb else transport.segment_bytes
         self.segment = max(1, seg_bytes // 4) if seg_bytes else None
         self._buffer: torch.Tensor | None = None
+        self._hint = float(transport.world)  # the total the first weighted step assumes
+        self._layouts = LayoutMemory(enabled=self.codec.fixed_size)
 
     @classmethod
     def check(cls, codec: Codec, strategy: str = "requantize", segment_kb: int = 0) -> None:
@@ -65,11 +79,6 @@ class RingExchange(Exchange):
                 codec.summable or codec.can_share_scale or codec.needs_shared_scale,
                 f"{owner}: codec {codec.name!r} is not summable (workers keep different coordinates), so "
                 "its codes cannot add; use ring:strategy=requantize, which falls back to an all-gather",
-            )
-            require(
-                codec.can_share_scale or codec.needs_shared_scale,
-                f"{owner}: codec {codec.name!r} has no shared scale to agree on; "
-                "use ring:strategy=requantize, which adds it directly",
             )
         if strategy == "requantize":
             require(
@@ -87,156 +96,195 @@ class RingExchange(Exchange):
     def reduce(
         self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
     ) -> torch.Tensor:
+        self.clock.begin()
         x = flat_grad.detach().reshape(-1).to(torch.float32)
         out = output_buffer(out, x.numel())
-        weight = self._weight(count)
+        weighting = self._weighting(count)
         layout = ChunkLayout(x.numel(), self.transport.world, self.segment)
+        self._layouts.start(x.numel())
         if self.plan == "allgather":
-            self._gather_payloads(layout, x * weight, out)
+            total = self._gather_payloads(layout, x, weighting, out)
         else:
-            policy = self._policy(x, weight)
-            policy.prepare(layout.all_pieces())
-            self._allreduce(layout, policy, ("reduce_scatter", "all_gather"), out)
+            policy = self._policy(x, weighting, layout)
+            self._agree(policy, layout.all_pieces())
+            self._allreduce(layout, policy, out)
+            total = policy.total
         self.step += 1
+        self.clock.end()
+        self._learn(weighting, total, x.numel())
         return out
 
-    def _policy(self, x: torch.Tensor, weight: float) -> Policy:
+    def _weighting(self, count: float | None) -> Weighting:
+        if count is None:
+            return Weighting(1.0 / self.transport.world)
+        count = grid_count(count)
+        return Weighting(count / self._hint, count, self._hint)
+
+    def _learn(self, weighting: Weighting, total: float | None, n: int) -> None:
+        """Check the step's total; keep it as the next step's hint where every rank knows it
+        (each rank owns a piece when ``n >= P``), so hints stay the same on every rank."""
+        if weighting.count is None or total is None:
+            return
+        require_positive(total)  # raised after the step's transfers, so no peer is left waiting
+        if n >= self.transport.world:
+            self._hint = total
+
+    def _policy(self, x: torch.Tensor, weighting: Weighting, layout: ChunkLayout) -> Policy:
         if self.plan == "dense":
-            return DenseAdd(x, weight, None if self.transport.by_reference else self._workspace(x.numel()))
+            if self.transport.by_reference:
+                return DenseAdd(x, weighting, None)
+            size = DenseAdd.workspace_size(x.numel(), len(layout.all_pieces()), weighting.count is not None)
+            return DenseAdd(x, weighting, self._workspace(size))
         if self.plan == "add":
-            return DirectAdd(self.codec, x, weight, self._key)
+            return DirectAdd(self.codec, x, weighting, self._key)
         if self.plan == "shared":
-            return SharedScale(self.codec, x, weight, self._key, self._agree_max)
-        return Requantize(self.codec, x, weight, self._key)
+            return SharedScale(self.codec, x, weighting, self._key)
+        return Requantize(self.codec, x, weighting, self._key)
 
-    def _expect(self, policy: Policy, phase: str, hop: int, piece: Piece) -> Transfer | None:
-        """The transfer a receive expects, where the policy lets it travel unframed."""
-        return self._meta(phase, hop, piece.chunk) if policy.agreed else None
-
-    def _workspace(self, n: int) -> torch.Tensor:
-        """A float32 buffer of ``n`` values kept from step to step (for the dense plan)."""
-        if self._buffer is None or self._buffer.numel() != n:
-            self._buffer = torch.empty(n, dtype=torch.float32)
+    def _workspace(self, size: int) -> torch.Tensor:
+        """A float32 buffer of ``size`` values kept from step to step (for the dense plan)."""
+        if self._buffer is None or self._buffer.numel() != size:
+            self._buffer = torch.empty(size, dtype=torch.float32)
         return self._buffer
 
-    def _weight(self, count: float | None) -> float:
-        """This rank's weight ``count / total``; the total comes from an all-to-all of counts."""
-        world, rank = self.transport.world, self.rank
-        if count is None:
-            return 1.0 / world
-        sends = [self.transport.isend(dst, count_payload(count), self._meta("count", 0, 0, 8))
-                 for dst in range(world) if dst != rank]  # fmt: skip
-        counts = [float(count) if src == rank else float(self.transport.recv(src).tensors["count"][0])
-                  for src in range(world)]  # fmt: skip
-        for h in sends:
-            h.wait()
-        total = sum(counts)  # the same order on every rank, so the same total
-        if not total > 0:
-            raise ValueError(f"sample counts {counts} add up to {total}; need a positive total")
-        return float(count) / total
+    def _agree(self, policy: Policy, pieces: list[Piece]) -> None:
+        """Agree on the policy's scales (if it has any) before the first hop."""
+        with self.clock.encoding:
+            scales = policy.scales(pieces)
+        if scales is not None:
+            agreed = self._agree_max(scales)
+            with self.clock.encoding:
+                policy.agree(pieces, agreed)
 
     def _agree_max(self, scales: torch.Tensor) -> torch.Tensor:
-        """Elementwise max of every rank's ``scales`` (same length everywhere), phase ``scale``."""
-        world = self.transport.world
-        layout = ChunkLayout(scales.numel(), world, None)
-        policy = FloatMerge(scales, torch.maximum)
-        agreed = torch.empty_like(scales)
-        self._allreduce(layout, policy, ("scale", "scale"), agreed, gather_hop0=max(0, world - 1))
+        """Elementwise max of every rank's ``scales`` (same length everywhere), in one round: each
+        rank sends its vector to every other one (phase ``scale``), into receives posted at once."""
+        world, r, t = self.transport.world, self.rank, self.transport
+        if world == 1 or scales.numel() == 0:
+            return scales
+        mine = Payload({"values": scales}, numel=scales.numel())
+        meta = self._meta("scale", 0, 0)
+        recvs = [t.irecv(src, like=mine, expect=meta) for src in range(world) if src != r]
+        sends = [t.isend(dst, mine, meta, framed=False) for dst in range(world) if dst != r]
+        agreed = scales.clone()
+        for handle in recvs:
+            torch.maximum(agreed, handle.wait().tensors["values"], out=agreed)
+        for h in sends:
+            h.wait()
         return agreed
 
-    def _allreduce(self, layout: ChunkLayout, policy: Policy, phases: tuple[str, str], out: torch.Tensor,
-                   gather_hop0: int = 0) -> None:  # fmt: skip
-        """Reduce-scatter then all-gather; the all-gather's receives are posted before the last
-        reduce-scatter hop (every chunk they write has been read by then), ahead of their data."""
-        posted: list[tuple[int, Piece, RecvHandle]] = []
-
-        def post_gather() -> None:
-            posted.extend(self._post_gather(layout, policy, phases[1], out, gather_hop0))
-
-        finals = self._reduce_scatter(layout, policy, phases[0], out, post_gather)
-        self._all_gather(layout, finals, policy, phases[1], out, gather_hop0, posted)
-
-    def _reduce_scatter(self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor,
-                        before_last: Callable[[], None]) -> dict[int, Payload]:  # fmt: skip
-        """Run P-1 hops; return this rank's final payloads of its own chunk, by piece id."""
-        world, r, t = self.transport.world, self.rank, self.transport
+    def _allreduce(self, layout: ChunkLayout, policy: Policy, out: torch.Tensor) -> None:
+        """Reduce-scatter then all-gather; each final leaves as soon as the owner has made it."""
+        world, r, clock = self.transport.world, self.rank, self.clock
         if world == 1:
-            return {p.pid: policy.finish(p, None, out) for p in layout.pieces[r]}
-        right, left = (r + 1) % world, (r - 1) % world
-        framed = not policy.agreed
-        # every receive is posted now: a receive posted while data flows on its link waits for it
-        pending = [[(p, t.irecv(left, like=policy.like(p), into=policy.reduce_buffer(p),
-                                expect=self._expect(policy, phase, s, p)))
-                    for p in layout.pieces[(r - s - 2) % world]] for s in range(world - 1)]  # fmt: skip
-        sends = [t.isend(right, policy.first(p), self._meta(phase, 0, p.chunk), framed)
-                 for p in layout.pieces[(r - 1) % world]]  # fmt: skip
-        finals = {}
-        for s in range(world - 1):
-            if s == world - 2:
-                before_last()
-            for p, handle in pending[s]:
-                received = handle.wait()
-                if s < world - 2:
-                    partial = policy.combine(p, received, s + 1)
-                    sends.append(t.isend(right, partial, self._meta(phase, s + 1, p.chunk), framed))
-                else:
-                    finals[p.pid] = policy.finish(p, received, out)
-        for h in sends:
-            h.wait()
-        return finals
-
-    def _post_gather(self, layout: ChunkLayout, policy: Policy, phase: str, out: torch.Tensor,
-                     hop0: int) -> list[tuple[int, Piece, RecvHandle]]:  # fmt: skip
-        """Post every all-gather receive: at hop ``s`` chunk ``r-s-1`` arrives from the left."""
-        world, r, t = self.transport.world, self.rank, self.transport
-        left = (r - 1) % world
-        return [(s, p, t.irecv(left, like=policy.like(p), into=policy.gather_buffer(p, out),
-                               expect=self._expect(policy, phase, hop0 + s, p)))
-                for s in range(world - 1) for p in layout.pieces[(r - s - 1) % world]]  # fmt: skip
-
-    def _all_gather(self, layout: ChunkLayout, finals: dict[int, Payload], policy: Policy, phase: str,
-                    out: torch.Tensor, hop0: int, pending: list[tuple[int, Piece, RecvHandle]]) -> None:  # fmt: skip
-        """Forward the owners' final payloads P-1 hops; place every chunk's values into ``out``."""
-        world, r, t = self.transport.world, self.rank, self.transport
-        for p in layout.pieces[r]:
-            policy.place(p, finals[p.pid], out)
-        if world == 1:
+            for p in layout.pieces[r]:
+                with clock.encoding:
+                    final = policy.finish(p, None, out)
+                with clock.decoding:
+                    policy.place(p, final, out)
             return
-        right, framed = (r + 1) % world, not policy.agreed
-        sends = [t.isend(right, finals[p.pid], self._meta(phase, hop0, p.chunk), framed)
-                 for p in layout.pieces[r]]  # fmt: skip
-        for s, p, handle in pending:
-            received = handle.wait()
-            if s < world - 2:
-                sends.append(t.isend(right, received, self._meta(phase, hop0 + s + 1, p.chunk), framed))
-            policy.place(p, received, out)
+        # every receive is posted now: a receive posted while data flows on its link waits for it
+        pending = [[(p, self._post(policy, _RS, s, p, out)) for p in layout.pieces[(r - s - 2) % world]]
+                   for s in range(world - 1)]  # fmt: skip
+        sends = []
+        for p in layout.pieces[(r - 1) % world]:
+            with clock.encoding:
+                first = policy.first(p)
+            sends.append(self._send(policy, first, _RS, 0, p))
+        with clock.encoding:  # this rank's own work for later hops, while hop 0 is on the link
+            for hop in pending:
+                for p, _ in hop:
+                    policy.warm(p)
+        gathers: list[tuple[int, Piece, RecvHandle]] = []
+        finals: list[tuple[Piece, Payload]] = []
+        for s in range(world - 1):
+            last = s == world - 2
+            if last:  # every chunk the all-gather writes into has been read by now
+                gathers = [(g, p, self._post(policy, _AG, g, p, out))
+                           for g in range(world - 1) for p in layout.pieces[(r - g - 1) % world]]  # fmt: skip
+            for p, handle in pending[s]:
+                received = self._arrived(policy, _RS, s, p, handle)
+                with clock.encoding:
+                    sent = policy.finish(p, received, out) if last else policy.combine(p, received, s + 1)
+                sends.append(
+                    self._send(policy, sent, _AG, 0, p) if last else self._send(policy, sent, _RS, s + 1, p)
+                )
+                if last:
+                    finals.append((p, sent))
+        with clock.decoding:
+            for p, final in finals:
+                policy.place(p, final, out)
+        for g, p, handle in gathers:
+            received = self._arrived(policy, _AG, g, p, handle)
+            if g < world - 2:
+                sends.append(self._send(policy, received, _AG, g + 1, p))
+            with clock.decoding:
+                policy.place(p, received, out)
         for h in sends:
             h.wait()
 
-    def _gather_payloads(self, layout: ChunkLayout, share: torch.Tensor, out: torch.Tensor) -> None:
-        """Fallback for codecs that cannot add: all-gather every rank's payloads, sum in rank order."""
-        world, r, t = self.transport.world, self.rank, self.transport
+    def _send(self, policy: Policy, payload: Payload, phase: str, hop: int, piece: Piece) -> SendHandle:
+        """Send ``payload`` of ``piece`` at ``hop`` of ``phase`` to the right neighbour."""
+        right = (self.rank + 1) % self.transport.world
+        meta = self._meta(phase, hop, piece.chunk)
+        if policy.agreed:
+            return self.transport.isend(right, payload, meta, framed=False)
+        joined = self._layouts.joined((phase, hop, piece.pid), payload)
+        return self.transport.isend(right, payload, meta, joined=joined)
+
+    def _post(self, policy: Policy, phase: str, hop: int, piece: Piece, out: torch.Tensor) -> RecvHandle:
+        """Post the receive of ``piece`` at ``hop`` of ``phase``, with its layout where known."""
+        left = (self.rank - 1) % self.transport.world
+        if policy.agreed:
+            like = policy.like(piece) if phase == _RS else policy.gather_like(piece)
+            into = policy.reduce_buffer(piece) if phase == _RS else policy.gather_buffer(piece, out)
+            return self.transport.irecv(
+                left, like=like, into=into, expect=self._meta(phase, hop, piece.chunk)
+            )
+        like = self._layouts.expected((phase, hop, piece.pid))
+        return self.transport.irecv(left, like=like, joined=like is not None)
+
+    def _arrived(self, policy: Policy, phase: str, hop: int, piece: Piece, handle: RecvHandle) -> Payload:
+        """Wait for a receive; remember the layout of a framed payload."""
+        received = handle.wait()
+        if not policy.agreed:
+            self._layouts.received((phase, hop, piece.pid), received)
+        return received
+
+    def _gather_payloads(self, layout: ChunkLayout, x: torch.Tensor, weighting: Weighting,
+                         out: torch.Tensor) -> float | None:  # fmt: skip
+        """Fallback for codecs that cannot add: all-gather every rank's payloads (each with its
+        rank's count), sum in rank order; return the total count where it is known."""
+        world, r, t, clock = self.transport.world, self.rank, self.transport, self.clock
+        counted = weighting.count is not None
         pieces = layout.all_pieces()
-        mine = [self.codec.encode(share[p.lo : p.hi], self._key(p.pid, 0)) for p in pieces]
-        got: dict[int, list] = {r: mine}
+        with clock.encoding:
+            share = x * weighting.weight
+            mine = [self.codec.encode(share[p.lo : p.hi], self._key(p.pid, 0)) for p in pieces]
+        got: dict[int, list[Payload]] = {r: mine}
+        counts = {r: weighting.count}
         if world > 1:
             right, left = (r + 1) % world, (r - 1) % world
             like = mine if self.codec.fixed_size else [None] * len(pieces)
             pending = [(s, (r - s - 1) % world, i, t.irecv(left, like=like[i]))
                        for s in range(world - 1) for i in range(len(pieces))]  # fmt: skip
-            sends = [
-                t.isend(right, pl, self._meta("all_gather", 0, p.chunk))
-                for p, pl in zip(pieces, mine, strict=True)
-            ]
+            sends = [t.isend(right, with_count(pl, weighting.count) if counted else pl,
+                             self._meta(_AG, 0, p.chunk)) for p, pl in zip(pieces, mine, strict=True)]  # fmt: skip
             for s, origin, i, handle in pending:
                 received = handle.wait()
-                got.setdefault(origin, []).append(received)
                 if s < world - 2:
-                    sends.append(t.isend(right, received, self._meta("all_gather", s + 1, pieces[i].chunk)))
+                    sends.append(t.isend(right, received, self._meta(_AG, s + 1, pieces[i].chunk)))
+                if counted:
+                    received, counts[origin] = split_count(received)
+                got.setdefault(origin, []).append(received)
             for h in sends:
                 h.wait()
-        for i, p in enumerate(pieces):
-            acc = self.codec.decode(got[0][i])
-            for origin in range(1, world):
-                acc += self.codec.decode(got[origin][i])
-            out[p.lo : p.hi] = acc
+        total = sum(counts[o] for o in range(world)) if counted and pieces else None  # exact: grid counts
+        factor = 1.0 if total is None else weighting.factor(total)
+        with clock.decoding:
+            for i, p in enumerate(pieces):
+                acc = self.codec.decode(got[0][i])
+                for origin in range(1, world):
+                    acc += self.codec.decode(got[origin][i])
+                out[p.lo : p.hi] = acc if factor == 1.0 else acc * factor
+        return total

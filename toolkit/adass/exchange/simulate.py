@@ -61,7 +61,7 @@ class SimulationResult:
     def step_seconds(self, link: str | Link) -> float:
         """Modelled step time under another link, from the same traffic.
 
-        The step is a sequence of stages (ring: the count and scale exchanges, then each
+        The step is a sequence of stages (ring: the scale agreement of ``shared_scale``, then each
         reduce-scatter and all-gather hop; PS: push, then pull). A stage takes ``latency + B*8 /
         bandwidth`` with ``B`` the bytes of its busiest port: for a ring hop the slowest transfer,
         for a PS stage a server's ingress (push) or egress (pull), which serialise P transfers.

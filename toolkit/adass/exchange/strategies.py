@@ -1,85 +1,155 @@
-"""How a ring reduces one piece, by codec kind: add payloads directly, add integer codes under a
-shared scale, or decode-add-re-encode (requantize) at every hop.
+"""How a ring reduces one piece, by codec kind: add raw fp32 values in place, add payloads directly,
+add integer codes under a shared scale, or decode-add-re-encode (requantize) at every hop.
 
 A policy says what a rank sends first, what it forwards after adding its own share at a hop, and
 what the chunk's owner makes of the full sum; the ring schedule (``ring.py``) does the moving.
+Sample counts travel inside the same payloads (``counts.py``): each rank adds its count to the
+partial sum it forwards, so the owner of a chunk ends with the step's total and no separate round
+of counts is needed.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from ..codecs import Codec, ErrorFeedback, StackCodec
 from ..codecs.base import ChunkKey, Payload
 from .chunking import Piece
+from .counts import TAIL, read_tail, split_count, with_count, write_tail
 
-__all__ = ["DenseAdd", "DirectAdd", "FloatMerge", "Policy", "Requantize", "SharedScale", "ring_plan"]
+__all__ = [
+    "CodecPolicy",
+    "DenseAdd",
+    "DirectAdd",
+    "Policy",
+    "Requantize",
+    "SharedScale",
+    "Weighting",
+    "ring_plan",
+]
 
 KeyFn = Callable[[int, int], ChunkKey]  # (piece id, hop) -> codec key of this rank
 
 
 def ring_plan(codec: Codec, strategy: str) -> str:
-    """What the ring does with ``codec`` under ``strategy``: add, shared, requantize or allgather.
+    """What the ring does with ``codec`` under ``strategy``: dense, add, shared, requantize or allgather.
 
-    Summable codecs add directly (lossless ones, fp32, as raw values summed in place: ``dense``);
-    quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
+    Summable codecs that need no scale (fp32/fp16/bf16, random-k) add directly under either strategy
+    (lossless ones, fp32, as raw values summed in place: ``dense``), since there is nothing to agree
+    on; quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
     all-gather of payloads.
     """
-    if strategy in ("allgather", "shared_scale"):
-        return "allgather" if strategy == "allgather" else "shared"
+    if strategy == "allgather":
+        return "allgather"
     if codec.summable and not codec.needs_shared_scale:
         return "dense" if codec.lossless else "add"
+    if strategy == "shared_scale":
+        return "shared"
     if codec.can_share_scale:
         return "requantize"
     return "allgather"
 
 
-class Policy(ABC):
-    """Per-piece arithmetic of a ring reduce-scatter over this rank's flat ``x`` times ``weight``."""
+@dataclass(frozen=True)
+class Weighting:
+    """How this rank's values enter the sum, and the count that travels with them.
 
-    def __init__(self, codec: Codec, x: torch.Tensor, weight: float, key: KeyFn) -> None:
-        self.codec, self.x, self.weight, self.key = codec, x, weight, key
+    Shares are ``x * count / hint``, where ``hint`` is a total every rank assumed before the step
+    (the previous step's), so partial sums stay near the scale of the mean (fp16 keeps its range).
+    The owner of a chunk learns the true ``total`` from the payloads and scales the sum by
+    ``hint / total`` (nothing to do when the hint was right).
+
+    Attributes
+    ----------
+    weight : float
+        Multiplies this rank's values: ``count / hint``, or ``1 / P`` for equal weights.
+    count : float or None
+        This rank's count (on the grid of ``counts.grid_count``); None: equal weights, no count
+        travels.
+    hint : float
+        The total the weights assumed.
+    """
+
+    weight: float
+    count: float | None = None
+    hint: float = 1.0
+
+    def factor(self, total: float) -> float:
+        """What the sum is multiplied by once the step's ``total`` is known (NaN if not positive)."""
+        if self.count is None or total == self.hint:
+            return 1.0
+        return self.hint / total if total > 0 else math.nan
+
+
+class Policy(ABC):
+    """Per-piece arithmetic of a ring reduce-scatter over this rank's flat ``x``.
+
+    Attributes
+    ----------
+    total : float or None
+        The step's total count, once a final payload has shown it (None before, or unweighted).
+    """
+
+    agreed = False  # payloads are fully described by ``like`` (no header): they may travel unframed
+
+    def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
+        self.codec, self.x, self.w, self.key = codec, x, weighting, key
+        self.total: float | None = None
         self._shares: dict[int, torch.Tensor] = {}
+
+    @property
+    def counted(self) -> bool:
+        return self.w.count is not None
 
     def share(self, piece: Piece) -> torch.Tensor:
         """This rank's weighted values of ``piece`` (a new tensor, computed once)."""
         if piece.pid not in self._shares:
-            self._shares[piece.pid] = self.x[piece.lo : piece.hi] * self.weight
+            self._shares[piece.pid] = self.x[piece.lo : piece.hi] * self.w.weight
         return self._shares[piece.pid]
 
-    def prepare(self, pieces: list[Piece]) -> None:
-        """Work before the first hop (agreeing on scales)."""
+    def scales(self, pieces: list[Piece]) -> torch.Tensor | None:
+        """This rank's scales to agree on before the first hop (None: nothing to agree)."""
+        return None
+
+    def agree(self, pieces: list[Piece], agreed: torch.Tensor) -> None:
+        """Take the elementwise max over ranks of what ``scales`` returned."""
+        return None
+
+    def warm(self, piece: Piece) -> None:
+        """Work on ``piece`` that needs nothing from other ranks, done while transfers fly."""
         return None
 
     @abstractmethod
     def first(self, piece: Piece) -> Payload:
-        """What this rank sends for ``piece`` at hop 0: its own share."""
+        """What this rank sends for ``piece`` at hop 0: its own share (and count)."""
 
     @abstractmethod
     def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        """The partial sum forwarded at ``hop``: ``received`` plus this rank's share."""
+        """The partial sum forwarded at ``hop``: ``received`` plus this rank's share (and count)."""
 
     def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
         """The owner's final payload: the full sum, encoded once (``received`` is None for P = 1)."""
         return self.first(piece) if received is None else self.combine(piece, received, -1)
 
-    def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
-        """Dense float32 values of ``piece`` from a final payload."""
-        return self.codec.decode(payload)
-
+    @abstractmethod
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
-        """Write the values of a final payload into ``out``."""
-        out[piece.lo : piece.hi] = self.decode(piece, payload)
+        """Write the values of a final payload into ``out``, scaled to the step's total."""
 
+    # -- what receives may know in advance ----------------------------------------------------
     def like(self, piece: Piece) -> Payload | None:
-        """A payload laid out like every one that travels for ``piece`` (lets transports post
-        buffers early), or None where layouts change along the ring."""
+        """For an ``agreed`` policy: a payload laid out like every partial sum of ``piece``, which
+        travels unframed into a buffer posted early. (Other policies' framed payloads are posted
+        with the layouts the ring remembers from earlier steps.)"""
         return None
 
-    agreed = False  # payloads are fully described by ``like`` (no header): they may travel unframed
+    def gather_like(self, piece: Piece) -> Payload | None:
+        """As ``like``, for the final payloads of the all-gather."""
+        return self.like(piece)
 
     def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
         """Buffers a partial sum of ``piece`` may be received into (None: the transport's own)."""
@@ -90,53 +160,95 @@ class Policy(ABC):
         return None
 
 
-class DirectAdd(Policy):
+class CodecPolicy(Policy):
+    """Policies whose payloads come from the codec: the count travels beside the codec's header."""
+
+    @abstractmethod
+    def _own(self, piece: Piece) -> Payload:
+        """The codec payload of this rank's share of ``piece`` (hop 0)."""
+
+    @abstractmethod
+    def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
+        """The codec payload of ``received`` plus this rank's share (``hop`` -1: the owner's final)."""
+
+    def first(self, piece: Piece) -> Payload:
+        own = self._own(piece)
+        return with_count(own, self.w.count) if self.counted else own
+
+    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
+        if not self.counted:
+            return self._add(piece, received, hop)
+        inner, count = split_count(received)
+        return with_count(self._add(piece, inner, hop), count + self.w.count)
+
+    def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
+        """Dense float32 values of ``piece`` from a final codec payload (without the count)."""
+        return self.codec.decode(payload)
+
+    def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
+        dst = out[piece.lo : piece.hi]
+        if not self.counted:
+            dst.copy_(self.decode(piece, payload))
+            return
+        inner, self.total = split_count(payload)
+        factor = self.w.factor(self.total)
+        values = self.decode(piece, inner)
+        if factor == 1.0:
+            dst.copy_(values)
+        else:
+            torch.mul(values, factor, out=dst)
+
+
+class DirectAdd(CodecPolicy):
     """Summable codecs: each rank encodes its share once; payloads add along the ring."""
 
-    def __init__(self, codec: Codec, x: torch.Tensor, weight: float, key: KeyFn) -> None:
-        super().__init__(codec, x, weight, key)
+    def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
+        super().__init__(codec, x, weighting, key)
         self.own: dict[int, Payload] = {}
+
+    def _encode(self, piece: Piece) -> Payload:
+        return self.codec.encode(self.share(piece), self.key(piece.pid, 0))
 
     def _own(self, piece: Piece) -> Payload:
         if piece.pid not in self.own:
-            self.own[piece.pid] = self.codec.encode(self.share(piece), self.key(piece.pid, 0))
+            self.own[piece.pid] = self._encode(piece)
         return self.own[piece.pid]
 
-    def first(self, piece: Piece) -> Payload:
-        return self._own(piece)
-
-    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
+    def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
         return self.codec.add(received, self._own(piece))
 
-    def like(self, piece: Piece) -> Payload | None:
-        return self._own(piece) if self.codec.fixed_size else None
+    def warm(self, piece: Piece) -> None:
+        self._own(piece)
 
 
 class SharedScale(DirectAdd):
     """Quantizers in shared-scale mode: agree on the elementwise max scale, then codes add exactly.
 
-    ``agree`` takes this rank's concatenated local scales and returns the max over all ranks
-    (the ring runs it as an all-reduce of its own, phase ``scale``).
+    The ring gathers every rank's ``scales`` in one round, takes the max and hands it to ``agree``;
+    each share is then encoded with its piece's agreed scale (when first needed, or by ``warm``).
     """
 
-    def __init__(self, codec: Codec, x: torch.Tensor, weight: float, key: KeyFn,
-                 agree: Callable[[torch.Tensor], torch.Tensor]) -> None:  # fmt: skip
-        super().__init__(codec.with_shared_scale(), x, weight, key)
-        self.agree = agree
+    def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
+        super().__init__(codec.with_shared_scale(), x, weighting, key)
+        self.agreed_scale: dict[int, torch.Tensor] = {}
+        self._sizes: list[int] = []
 
-    def prepare(self, pieces: list[Piece]) -> None:
-        scales = [self.codec.local_scale(self.share(p), self.key(p.pid, 0)).reshape(-1) for p in pieces]
-        sizes = [s.numel() for s in scales]
-        cat = torch.cat(scales) if scales else torch.zeros(0)
-        shared = self.agree(cat.to(torch.float32)).split(sizes)
-        for p, scale in zip(pieces, shared, strict=True):
-            self.own[p.pid] = self.codec.encode(self.share(p), self.key(p.pid, 0), scale=scale)
+    def scales(self, pieces: list[Piece]) -> torch.Tensor | None:
+        local = [self.codec.local_scale(self.share(p), self.key(p.pid, 0)).reshape(-1) for p in pieces]
+        self._sizes = [s.numel() for s in local]
+        return torch.cat(local).to(torch.float32) if local else torch.zeros(0)
 
-    def like(self, piece: Piece) -> Payload | None:
-        return None  # sums of codes grow wider along the ring
+    def agree(self, pieces: list[Piece], agreed: torch.Tensor) -> None:
+        for p, scale in zip(pieces, agreed.split(self._sizes), strict=True):
+            self.agreed_scale[p.pid] = scale
+
+    def _encode(self, piece: Piece) -> Payload:
+        return self.codec.encode(
+            self.share(piece), self.key(piece.pid, 0), scale=self.agreed_scale[piece.pid]
+        )
 
 
-class Requantize(Policy):
+class Requantize(CodecPolicy):
     """Decode the partial sum, add this rank's share, re-encode for the next hop.
 
     For a stack ``randk+qsgd`` the ring works on the aligned k-value vector: shares are the kept
@@ -144,8 +256,8 @@ class Requantize(Policy):
     With error feedback the share is the rank's own encoding (so the memory holds what was lost).
     """
 
-    def __init__(self, codec: Codec, x: torch.Tensor, weight: float, key: KeyFn) -> None:
-        super().__init__(codec, x, weight, key)
+    def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
+        super().__init__(codec, x, weighting, key)
         self.ef = isinstance(codec, ErrorFeedback)
         base = codec.inner if self.ef else codec
         self.stack = base if isinstance(base, StackCodec) else None
@@ -169,13 +281,16 @@ class Requantize(Policy):
                 self.values[pid] = self.share(piece)
         return self.values[pid]
 
-    def first(self, piece: Piece) -> Payload:
+    def warm(self, piece: Piece) -> None:
+        self._share(piece)
+
+    def _own(self, piece: Piece) -> Payload:
         share = self._share(piece)
         if piece.pid in self.own:
             return self.own[piece.pid]
         return self.values_codec.encode(share, self.key(piece.pid, 0))
 
-    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
+    def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
         total = self.values_codec.decode(received) + self._share(piece)
         hop = hop if hop >= 0 else 1 << 16  # the owner's final encoding gets its own draws
         return self.values_codec.encode(total, self.key(piece.pid, hop))
@@ -192,40 +307,68 @@ class DenseAdd(Policy):
     """Lossless summable codecs (fp32): the float32 values travel as they are and partial sums are
     made in the received buffers, so no step copies more than it must.
 
-    With a ``workspace`` (a float32 tensor as long as ``x``, kept by the exchange from step to
-    step), the first share and every partial sum of piece ``p`` live in ``workspace[p.lo:p.hi]``
-    (each chunk passes through a rank once per reduce-scatter), so a copying transport receives
-    into memory that is already mapped. The owner's sum is written straight into ``out``, and final
-    payloads of other chunks are received into ``out`` too. Without a workspace (in process,
-    where payloads travel by reference) shares are new tensors and the owner sends a copy of its
-    values, so a caller changing its result cannot reach another rank's.
+    A partial sum of piece ``p`` is its ``p.numel`` values followed, when counts travel, by two
+    float32 slots holding the partial count (``counts.TAIL``). With a ``workspace`` (float32, as long
+    as ``x`` plus the tails of every piece, kept by the exchange from step to step), the first share
+    and every partial sum of ``p`` live in one region of it (each chunk passes through a rank once
+    per reduce-scatter), so a copying transport receives into memory that is already mapped. The
+    owner's sum, scaled to the true total, is written straight into ``out``, and final payloads of
+    other chunks, values only, are received into ``out`` too. Without a workspace (in process,
+    where payloads travel by reference) partial sums are new tensors and the owner sends a copy of
+    its values, so a caller changing its result cannot reach another rank's.
     """
 
     agreed = True
 
-    def __init__(self, x: torch.Tensor, weight: float, workspace: torch.Tensor | None) -> None:
-        super().__init__(None, x, weight, lambda pid, hop: None)  # type: ignore[arg-type]
+    def __init__(self, x: torch.Tensor, weighting: Weighting, workspace: torch.Tensor | None) -> None:
+        super().__init__(None, x, weighting, lambda pid, hop: None)  # type: ignore[arg-type]
         self.workspace = workspace
+        self.tail = TAIL if self.counted else 0
+
+    @staticmethod
+    def workspace_size(n: int, pieces: int, counted: bool) -> int:
+        """Length of the workspace for ``n`` values in ``pieces`` pieces."""
+        return n + (TAIL * pieces if counted else 0)
 
     def _mine(self, piece: Piece) -> torch.Tensor:
         return self.x[piece.lo : piece.hi]
 
-    def first(self, piece: Piece) -> Payload:
+    def _region(self, piece: Piece) -> torch.Tensor:
+        """Where partial sums of ``piece`` (values, then the count's slots) are made."""
         if self.workspace is None:
-            return _dense(self._mine(piece) * self.weight)
-        return _dense(torch.mul(self._mine(piece), self.weight, out=self.workspace[piece.lo : piece.hi]))
+            return torch.empty(piece.numel + self.tail, dtype=torch.float32)
+        lo = piece.lo + self.tail * piece.pid
+        return self.workspace[lo : lo + piece.numel + self.tail]
+
+    def first(self, piece: Piece) -> Payload:
+        m, buf = piece.numel, self._region(piece)
+        torch.mul(self._mine(piece), self.w.weight, out=buf[:m])
+        if self.tail:
+            write_tail(buf[m:], self.w.count)
+        return Payload({"values": buf}, numel=m)
 
     def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        received.tensors["values"].add_(self._mine(piece), alpha=self.weight)
+        m, values = piece.numel, received.tensors["values"]
+        values[:m].add_(self._mine(piece), alpha=self.w.weight)
+        if self.tail:
+            write_tail(values[m:], read_tail(values[m:]) + self.w.count)
         return received
 
     def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
-        dst = out[piece.lo : piece.hi]
+        m, dst = piece.numel, out[piece.lo : piece.hi]
         if received is None:
-            torch.mul(self._mine(piece), self.weight, out=dst)
+            total = self.w.count
+            torch.mul(self._mine(piece), self.w.weight, out=dst)
         else:
-            torch.add(received.tensors["values"], self._mine(piece), alpha=self.weight, out=dst)
-        return _dense(dst.clone() if self.workspace is None else dst)
+            values = received.tensors["values"]
+            total = read_tail(values[m:]) + self.w.count if self.tail else None
+            torch.add(values[:m], self._mine(piece), alpha=self.w.weight, out=dst)
+        if self.counted:
+            self.total = total
+            factor = self.w.factor(total)
+            if factor != 1.0:
+                dst.mul_(factor)
+        return Payload({"values": dst.clone() if self.workspace is None else dst}, numel=m)
 
     def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
         return payload.tensors["values"]
@@ -236,34 +379,13 @@ class DenseAdd(Policy):
             dst.copy_(values)
 
     def like(self, piece: Piece) -> Payload | None:
-        return _dense(torch.empty(1).expand(piece.numel))  # layout only: no memory
+        return Payload({"values": torch.empty(1).expand(piece.numel + self.tail)}, numel=piece.numel)
+
+    def gather_like(self, piece: Piece) -> Payload | None:
+        return Payload({"values": torch.empty(1).expand(piece.numel)}, numel=piece.numel)
 
     def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
-        return None if self.workspace is None else [self.workspace[piece.lo : piece.hi]]
+        return None if self.workspace is None else [self._region(piece)]
 
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
         return [out[piece.lo : piece.hi]]
-
-
-class FloatMerge(DenseAdd):
-    """Float32 control vectors merged elementwise (``torch.maximum`` to agree on scales)."""
-
-    def __init__(self, x: torch.Tensor, merge: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
-        super().__init__(x, 1.0, workspace=None)
-        self.merge = merge
-
-    def first(self, piece: Piece) -> Payload:
-        return _dense(self._mine(piece).clone())
-
-    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        return _dense(self.merge(received.tensors["values"], self._mine(piece)))
-
-    def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
-        merged = self.first(piece) if received is None else self.combine(piece, received, -1)
-        out[piece.lo : piece.hi] = merged.tensors["values"]
-        return merged
-
-
-def _dense(values: torch.Tensor) -> Payload:
-    """Float32 values as a payload (the layout of fp32: one ``values`` tensor, no header)."""
-    return Payload({"values": values}, numel=values.numel())

@@ -19,15 +19,15 @@ from .link import Link, LinkClock
 
 __all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport"]
 
-PHASES = ("count", "scale", "push", "reduce_scatter", "all_gather", "pull")
+PHASES = ("scale", "push", "reduce_scatter", "all_gather", "pull")
 
 
 @dataclass(frozen=True)
 class Transfer:
     """What a message is, for the records: phase, hop and chunk of one step.
 
-    ``raw_bytes`` overrides ``payload.raw_bytes`` for control messages (counts, scales), whose
-    dense fp32 size is not ``4 * numel``.
+    ``raw_bytes`` overrides ``payload.raw_bytes`` for control messages whose dense fp32 size is
+    not ``4 * numel``.
     """
 
     phase: str
@@ -43,7 +43,8 @@ class TrafficLog:
     """Per-endpoint accounting: totals of what was sent and delivered, and one record per delivery.
 
     ``frame_bytes`` counts what a transport adds around payloads on the wire (gloo frame heads);
-    ``wire_bytes`` in the records is the payloads' own ``nbytes``.
+    ``wire_bytes`` in the records is the payloads' own ``nbytes``. ``wire_messages`` counts the
+    messages a copying transport sent, which may be more than the payloads (head, overflow, body).
     """
 
     run: str = ""
@@ -52,6 +53,7 @@ class TrafficLog:
     received_bytes: int = 0
     received_messages: int = 0
     frame_bytes: int = 0
+    wire_messages: int = 0
     seconds: float = 0.0
     sim_seconds: float = 0.0
     records: list[TrafficRecord] = field(default_factory=list)
@@ -151,16 +153,18 @@ class Transport(ABC):
         self._pending: dict[int, deque[RecvHandle]] = {}
 
     @abstractmethod
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
+              joined: bool = False) -> SendHandle:  # fmt: skip
         """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``.
 
         ``framed=False`` leaves out what describes the payload on the wire (a copying transport's
-        frame head); only for a receive posted with ``expect``.
+        frame head); only for a receive posted with ``expect``. ``joined=True`` sends the head and
+        the body as one message; only for a receive posted with ``like`` and ``joined=True``.
         """
 
     @abstractmethod
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None) -> RecvHandle:  # fmt: skip
+              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
         """Post a receive from ``src``.
 
         Parameters
@@ -171,13 +175,17 @@ class Transport(ABC):
             A payload of the same layout (tensor names, dtypes, shapes): lets a transport post its
             buffers before the message announces itself.
         into : list of Tensor, optional
-            With ``like``: contiguous tensors, one per non-empty tensor of the layout, to receive
+            With ``like`` of one non-empty tensor: a contiguous tensor of its size to receive
             straight into.
         expect : Transfer, optional
             With ``like``: the transfer is agreed on both sides (the sender passes
             ``framed=False``); the payload gets ``like``'s numel and header.
+        joined : bool
+            With ``like``: the head comes in one message with the body (the sender passes
+            ``joined=True``), so one message per payload.
 
-        A transport may ignore ``like`` and ``into`` (in process, payloads arrive as they were sent).
+        A transport may ignore ``like``, ``into`` and ``joined`` (in process, payloads arrive as
+        they were sent).
         """
 
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
