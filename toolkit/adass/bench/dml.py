@@ -5,10 +5,11 @@ without a throttled 1 Gbit link, beside PyTorch DDP (gloo, unthrottled) on the s
 local batch and steps; all with ``sampler=full``, so every arm does the same work and only the
 exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings.
 
-Step time is the slowest rank's ``compute_s + comm_s`` (forward, backward, gradient exchange; the
-optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
+Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (forward, backward,
+codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
 it all-reduces. Epoch time is the client's wall time per epoch (DDP: the slowest rank's epoch loop).
-The communication share is ``comm_s / (compute_s + comm_s)`` over all StepRecords. Timings are
+The communication share is ``comm_s`` (waiting on transfers) over that step time, summed over all
+StepRecords. Timings are
 compared as ratios within one invocation, DDP run next to ring fp32.
 """
 
@@ -115,10 +116,12 @@ def _measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange:
         config, handle=handle, sink=MemorySink(), run_id=f"dml-{workers}-{spec}-{codec}-{link}"
     )
     steps = result.sink.frame(StepRecord)
-    busy_s = float(steps["compute_s"].sum() + steps["comm_s"].sum())
+    # the exchange's own time is codec math (encode, decode) plus waiting on transfers (comm)
+    step_s = steps["compute_s"] + steps["encode_s"] + steps["comm_s"] + steps["decode_s"]
+    busy_s = float(step_s.sum())
     epochs = config.optim.epochs
     return _row(workers, spec, codec, link, result.totals["train_s"] / epochs,
-                _step_ms(steps["compute_s"] + steps["comm_s"], steps["step"]),
+                _step_ms(step_s, steps["step"]),
                 float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
                 result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc)  # fmt: skip
 
