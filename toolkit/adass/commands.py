@@ -50,7 +50,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     sink = ParquetSink(out, config.to_dict())
     with bar:
         if config.cluster.workers:
-            summary = _train_distributed(config, sink, update, bar, out, resume)
+            summary = _train_distributed(config, sink, update, bar, out, resume, dataset.n_train)
         else:
             result = train(config, sink=sink, progress=update, dataset=dataset)
             summary = _summary(config, result.final, result.counters.backprops, result.counters.forwards,
@@ -74,7 +74,9 @@ def _summary(config: RunConfig, final: EvalRecord, backprops: float, forwards: f
     return pd.DataFrame([row])
 
 
-def _train_distributed(config: RunConfig, sink: ParquetSink, update: Callable, bar: tqdm, out: Path, resume: bool):
+def _train_distributed(
+    config: RunConfig, sink: ParquetSink, update: Callable, bar: tqdm, out: Path, resume: bool, n_train: int
+):
     from .cluster import RunStore, train_distributed
 
     store = RunStore()
@@ -92,9 +94,8 @@ def _train_distributed(config: RunConfig, sink: ParquetSink, update: Callable, b
 
     result = train_distributed(config, sink=sink, progress=update, store=store, checkpoint_dir=out,
                                resume=resume, on_ready=ready)  # fmt: skip
-    n = load_dataset(config.data.data, seed=config.optim.seed).n_train
     t = result.totals
-    return _summary(config, result.final, t["backprops"], t["forwards"], t["train_s"], n)
+    return _summary(config, result.final, t["backprops"], t["forwards"], t["train_s"], n_train)
 
 
 def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:

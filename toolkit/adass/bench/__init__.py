@@ -7,9 +7,12 @@ pandas.DataFrame`` that prints its table(s) and writes ``out_dir/<suite>.md`` an
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
-__all__ = ["SUITES", "load_suite"]
+import pandas as pd
+
+__all__ = ["SUITES", "load_suite", "write_report"]
 
 SUITES: dict[str, str] = {
     "samplers": "every sampler on mnist5k and a hard synthetic set, 3 seeds",
@@ -20,3 +23,20 @@ SUITES: dict[str, str] = {
 
 def load_suite(name: str) -> ModuleType:
     return importlib.import_module(f"adass.bench.{name}")
+
+
+def write_report(out_dir: Path, suite: str, lines: list[str], tables: dict[str, pd.DataFrame]) -> str:
+    """Print a suite's report and write ``out_dir/<suite>.md`` plus one CSV per entry of ``tables``.
+
+    ``tables`` maps file stems to frames (the first is ``<suite>``); every file is written atomically.
+    """
+    from ..metrics import atomic_write_text
+
+    report = "\n".join(lines)
+    print(report)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / f"{suite}.md", report)
+    for stem, frame in tables.items():
+        atomic_write_text(out_dir / f"{stem}.csv", frame.to_csv(index=False))
+    return report

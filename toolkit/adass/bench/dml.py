@@ -26,9 +26,10 @@ import torch
 from ..cluster import ClusterHandle, connect, server_count, train_distributed
 from ..config import RunConfig
 from ..data import load_dataset
-from ..metrics import MemorySink, StepRecord, atomic_write_text
+from ..metrics import MemorySink, StepRecord
 from ..tables import markdown_table
 from ..trainer import train
+from . import write_report
 from .ddp import train_ddp
 
 __all__ = [
@@ -273,10 +274,5 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     text += ["## (a) exchanges x codecs x links, beside DDP", "", markdown_table(grid), "",
              f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs", "",
              markdown_table(adass), "", "## Targets", "", markdown_table(targets(grid, adass)), ""]  # fmt: skip
-    report = "\n".join(text)
-    print(report)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "dml.md", report)
-    atomic_write_text(out_dir / "dml.csv", grid.to_csv(index=False))
-    atomic_write_text(out_dir / "dml_adass.csv", adass.to_csv(index=False))
+    write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass})
     return grid

@@ -16,9 +16,9 @@ import pandas as pd
 import torch
 
 from ..exchange import Link, check, simulate
-from ..metrics import atomic_write_text
 from ..registry import SpecError
 from ..tables import markdown_table
+from . import write_report
 
 __all__ = ["CODECS", "EXCHANGES", "run", "targets"]
 
@@ -206,11 +206,6 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         markdown_table(slow, digits=3), "",
         "## Goals", "", markdown_table(goals), "",
     ]  # fmt: skip
-    report = "\n".join(text)
-    print(report)
     frame = pd.concat([sim, real], ignore_index=True)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "exchange.md", report)
-    atomic_write_text(out_dir / "exchange.csv", frame.to_csv(index=False))
+    write_report(out_dir, "exchange", text, {"exchange": frame})
     return frame

@@ -15,8 +15,8 @@ import torch
 from ..compare import run_one, summarise, warm_up
 from ..config import RunConfig
 from ..data import load_dataset
-from ..metrics import atomic_write_text
 from ..tables import markdown_table
+from . import write_report
 
 __all__ = ["SETTINGS", "run", "targets"]
 
@@ -93,10 +93,5 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         text += [f"## {name}: `{spec['data']}`, `{spec['model']}`, {spec['epochs']} epochs, {seeds} seed(s)", "",
                  markdown_table(table), "", markdown_table(targets(table)), ""]  # fmt: skip
     result = pd.concat(tables, ignore_index=True)
-    report = "\n".join(text)
-    print(report)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / "samplers.md", report)
-    atomic_write_text(out_dir / "samplers.csv", result.to_csv(index=False))
-    atomic_write_text(out_dir / "samplers_runs.csv", runs.to_csv(index=False))
+    write_report(out_dir, "samplers", text, {"samplers": result, "samplers_runs": runs})
     return result

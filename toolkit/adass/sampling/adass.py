@@ -182,13 +182,14 @@ class AdassSampler(SamplerBase):
         if self.full_epoch(epoch):
             self.kept = torch.ones(self.n, dtype=torch.bool)
             return self.everything(epoch)
-        drop = self.dropper(self.bounds(), self.eps, self.min_keep)
+        bounds = self.bounds()
+        drop = self.dropper(bounds, self.eps, self.min_keep)
         self.kept = ~drop
         kept = torch.nonzero(self.kept).flatten()
         refresh = None
         if self.refresh and epoch % self.refresh == 0 and bool(drop.any()):
             refresh = torch.nonzero(drop).flatten()
-        threshold = float(self.bounds()[kept].min()) if kept.numel() else float("nan")
+        threshold = float(bounds[kept].min()) if kept.numel() else float("nan")
         return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), refresh, threshold)
 
     def state_dict(self) -> dict[str, Any]:
