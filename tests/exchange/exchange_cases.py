@@ -56,8 +56,10 @@ def ring_against_all_reduce(rank: int, world: int, sizes: list[int], segment_byt
     return out
 
 
-def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[float]) -> list:
-    """In a spawned process: one reduce per (exchange, codec) case; the result per rank and case."""
+def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[float],
+                    in_place: bool = False) -> list:  # fmt: skip
+    """In a spawned process: one reduce per (exchange, codec) case; the result per rank and case
+    (``in_place``: the result overwrites the gradient, ``reduce(x, out=x)``)."""
     out = []
     for i, (spec, codec) in enumerate(cases):
         transport = GlooTransport(tag_base=10 * i)
@@ -68,7 +70,8 @@ def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int,
             out.append(None)
             continue
         x = grads(len(counts), n, seed=5)[rank]
-        result = exchange.reduce(x, count=counts[rank])
+        result = exchange.reduce(x, count=counts[rank], out=x if in_place else None)
+        assert not in_place or result.data_ptr() == x.data_ptr()
         out.append({"out": result, "wire": sum(r.wire_bytes for r in exchange.traffic())})
     return out
 

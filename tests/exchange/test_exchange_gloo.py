@@ -31,11 +31,14 @@ def test_ring_equals_torch_all_reduce() -> None:
     assert multiprocessing.active_children() == []
 
 
-def test_lossy_codecs_over_gloo_match_the_simulator() -> None:
+@pytest.mark.parametrize("in_place", [False, True])  # True: reduce(x, out=x), as replicas call it
+def test_lossy_codecs_over_gloo_match_the_simulator(in_place: bool) -> None:
     cases = [("ring:segment_kb=1", "qsgd:bits=4"), ("ring:strategy=shared_scale", "randk:ratio=0.1+qsgd:bits=8"),
              ("ring", "topk:ratio=0.05"), ("ps", "qsgd:bits=8"), ("ring:segment_kb=1", "fp32")]  # fmt: skip
+    if in_place:
+        cases += [("ring:segment_kb=1", "randk:ratio=0.1"), ("ring", "ef(qsgd:bits=2)"), ("ps", "fp32")]
     counts, n = [2.0, 1.0, 3.0], 3000
-    results = run_processes(lossy_over_gloo, 3, (cases, n, counts), timeout_s=90)
+    results = run_processes(lossy_over_gloo, 3, (cases, n, counts, in_place), timeout_s=90)
     gs = grads(3, n, seed=5)
     for i, (spec, codec) in enumerate(cases):
         if spec == "ps":  # two workers and one server rank

@@ -168,7 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from . import commands
+    from .allocator import keep_freed_memory
 
+    keep_freed_memory()
     try:
         if args.command == "train" and args.resume:
             return commands.run_resume(Path(args.resume), args.epochs, quiet=args.quiet)

@@ -72,6 +72,11 @@ def global_dropper(agreement: Agreement, rank: int) -> Callable[[torch.Tensor, f
     return drop
 
 
+def _plain_row(record: Any) -> dict[str, Any]:
+    """A flat record dataclass as a dict (its fields hold plain values, so no deep copy is needed)."""
+    return dict(vars(record))
+
+
 def replica_seed(seed: int, rank: int) -> int:
     """The seed of replica ``rank``'s sampler (visiting order, random draws)."""
     return stable_seed(seed, "replica", rank) % (2**31)
@@ -112,12 +117,21 @@ class ReplicaEngine:
             feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
+        # every gradient is a view of one flat buffer: backward fills it in place, the exchange
+        # averages it in place, and the optimizer reads the views; nothing is concatenated or copied
+        self.params = list(self.model.parameters())
+        self.flat_grad = torch.zeros(sum(p.numel() for p in self.params))
+        offset = 0
+        for p in self.params:
+            p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
         self.local_batch = max(1, o.batch_size // world)
         self.counters = Counters()
         self.step = 0
         self.exchange: Exchange | None = None
         self.selection = None
         self.detail_every = 10  # full per-chunk traffic for every 10th step; totals for all
+        self.live_every_s = 0.5  # live records leave in batches: first and last step, then every 0.5 s
 
     def attach(self, exchange: Exchange, agreement: Agreement | None) -> None:
         self.exchange = exchange
@@ -136,8 +150,9 @@ class ReplicaEngine:
     ) -> EpochReport:
         """Run ``steps`` synchronous steps (a replica whose samples ran out sends zero-weight gradients).
 
-        ``live(kind, rows)`` receives small batches while the epoch runs: ``"steps"`` rows (per-step
-        totals, every step) and ``"traffic"`` rows (per-chunk detail of every ``detail_every``-th step).
+        ``live(kind, rows)`` receives batches while the epoch runs (after its first step, every
+        ``live_every_s`` seconds, after its last step): ``"steps"`` rows (per-step totals, every step)
+        and ``"traffic"`` rows (per-chunk detail of every ``detail_every``-th step).
         """
         o = self.config.optim
         for group in self.optimizer.param_groups:
@@ -145,19 +160,24 @@ class ReplicaEngine:
         self.exchange.epoch = epoch
         report = EpochReport(self.rank, epoch)
         backprops0, forwards0 = self.counters.backprops, self.counters.forwards
-        start = time.perf_counter()
+        start = sent = time.perf_counter()
         pending: list[dict] = []
+        detail: list[dict] = []
         for s in range(steps):
             part = slice(s * self.local_batch, (s + 1) * self.local_batch)
             detail_from = len(report.traffic)
             row = self._step(epoch, self.selection.indices[part], self.selection.weights[part], report)
             report.steps.append(row)
             pending.append(row)
-            if live is not None and row["step"] % self.detail_every == 0:
-                live("traffic", report.traffic[detail_from:])
-            if live is not None and (len(pending) >= 5 or s == steps - 1):
+            if row["step"] % self.detail_every == 0:
+                detail += report.traffic[detail_from:]
+            now = time.perf_counter()
+            if live is not None and (s in (0, steps - 1) or now - sent >= self.live_every_s):
+                # every event wakes the scheduler and the client: a few per second keep the
+                # progress live without taking the cores the ring is waiting for
                 live("steps", pending)
-                pending = []
+                live("traffic", detail)
+                pending, detail, sent = [], [], now
         report.train_s = time.perf_counter() - start
         report.backprops = self.counters.backprops - backprops0
         report.forwards = self.counters.forwards - forwards0
@@ -166,32 +186,39 @@ class ReplicaEngine:
 
     def _step(self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, report: EpochReport) -> dict:
         t0 = time.perf_counter()
-        params = list(self.model.parameters())
+        self._check_grads()
         loss_value, used = backprop_batch(self.model, self.sampler, self.x, self.y, idx, weights, self.counters)
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         t1 = time.perf_counter()
-        averaged = self.exchange.reduce(flat, float(used))
+        self.exchange.reduce(self.flat_grad, float(used), out=self.flat_grad)  # the average, in place
         t2 = time.perf_counter()
         times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
         encode_s, decode_s = times["encode_s"], times["decode_s"]
-        before = flat_params(self.model)
-        offset = 0
-        for p in params:
-            p.grad = averaged[offset : offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+        measure = getattr(self.sampler, "uses_path", True)
+        before = flat_params(self.model) if measure else None
         self.optimizer.step()
-        self.counters.path += float(torch.linalg.vector_norm(flat_params(self.model) - before))
+        if measure:
+            self.counters.path += float(torch.linalg.vector_norm(flat_params(self.model) - before))
         report.samples += used
         report.loss_sum += loss_value * used
         traffic = self.exchange.traffic()
-        report.traffic += [asdict(r) for r in traffic]
+        report.traffic += [_plain_row(r) for r in traffic]
         record = StepRecord(self.run_id, epoch, self.step, self.rank, used, loss_value, t1 - t0,
                             encode_s, max(0.0, t2 - t1 - encode_s - decode_s), decode_s)  # fmt: skip
-        row = asdict(record)
+        row = _plain_row(record)
         row["wire_bytes"] = int(sum(r.wire_bytes for r in traffic))
         row["raw_bytes"] = int(sum(r.raw_bytes for r in traffic))
         self.step += 1
         return row
+
+    def _check_grads(self) -> None:
+        """Raise if something replaced a gradient view (e.g. ``zero_grad(set_to_none=True)``)."""
+        buffer = self.flat_grad.untyped_storage().data_ptr()
+        for p in self.params:
+            if p.grad is None or p.grad.untyped_storage().data_ptr() != buffer:
+                raise RuntimeError(
+                    "replica gradients must stay views of the flat gradient buffer; "
+                    "zero them with zero_grad(set_to_none=False)"
+                )
 
     def _selection_columns(self, epoch: int) -> dict[str, list]:
         kept = torch.zeros(int(self.shard.numel()), dtype=torch.bool)

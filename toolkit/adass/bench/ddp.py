@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
+from ..allocator import keep_freed_memory
 from ..cluster import ClusterHandle
 from ..cluster.bootstrap import destroy_group, free_port, init_group
 from ..config import RunConfig
@@ -84,6 +85,7 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
         ``test_loss`` and ``test_acc``.
     """
     torch.set_num_threads(1)  # as the replicas do: one worker thread per process
+    keep_freed_memory()  # and the same allocator setting
     run = RunConfig.from_dict(config)
     o = run.optim
     init_group(master, port, rank, world, timeout_s)

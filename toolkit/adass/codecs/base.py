@@ -176,6 +176,20 @@ class Codec(ABC):
     def decode(self, payload: Payload) -> torch.Tensor:
         """The dense float32 tensor of length ``payload.numel`` that ``payload`` stands for."""
 
+    def bytes_per_value(self) -> float:
+        """About how many wire bytes a payload spends per dense value (headers left out); an
+        exchange sizes its pipeline pieces by it."""
+        return 4.0
+
+    def encode_scaled(self, x: torch.Tensor, key: ChunkKey, weight: float) -> Payload:
+        """``encode(x * weight)``; codecs that keep a few values of ``x`` scale only those."""
+        return self.encode(x * weight, key)
+
+    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
+        """Write ``decode(payload)`` into ``out`` (a float32 tensor of ``payload.numel`` values);
+        codecs whose decode is mostly zeros write their values straight into place."""
+        out.copy_(self.decode(payload))
+
     def add(self, a: Payload, b: Payload) -> Payload:
         """Sum of two payloads without decoding; only for ``summable`` codecs."""
         raise TypeError(f"codec {self.name!r} is not summable")

@@ -42,6 +42,9 @@ class ErrorFeedback(Codec):
         self.fixed_size = inner.fixed_size
         self.lossless = inner.lossless
 
+    def bytes_per_value(self) -> float:
+        return self.inner.bytes_per_value()
+
     def with_shared_scale(self) -> ErrorFeedback:
         """The same memory around the inner codec's shared-scale variant."""
         if self.needs_shared_scale:

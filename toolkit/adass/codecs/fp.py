@@ -42,6 +42,9 @@ class FloatCodec(Codec):
         self.dtype = _DTYPES[dtype_name]
         self.lossless = self.dtype == torch.float32
 
+    def bytes_per_value(self) -> float:
+        return float(self.dtype.itemsize)
+
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
         """Cast ``x`` to the wire dtype (a copy, so later changes to ``x`` do not reach the payload)."""
         x = as_chunk(x)

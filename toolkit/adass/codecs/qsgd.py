@@ -50,6 +50,29 @@ PARAMS = {
 }
 
 
+_LANE = 2.0**-16  # resolution of the rounding draws: 16 random bits per value
+
+
+def uniform_offsets(
+    n: int, offset: float, dtype: torch.dtype, gen: torch.Generator, device: torch.device
+) -> torch.Tensor:
+    """``n`` draws ``offset + u`` with ``u`` uniform on the midpoints ``(j + 1/2) / 2**16`` of
+    ``[0, 1)``, as ``dtype``.
+
+    The draws are 16-bit lanes of full-range 64-bit integers from ``gen``: four values per call
+    of the generator instead of one, which makes them about three times cheaper than
+    ``torch.rand``. Rounding ``floor(v + u)`` with them goes up with a chance within ``2**-17``
+    of ``frac(v)``, plus half an ulp of ``v`` for the rounding of the sum ``v + u`` (``2**-17``
+    for levels below 256 in float32).
+    """
+    words = torch.empty(-(-n // 4), dtype=torch.int64, device=device)
+    words.random_(-(2**63), None, generator=gen)  # all 64 bits uniform
+    lanes = words.view(torch.int16)[:n]  # uniform on [-2**15, 2**15)
+    out = torch.empty(n, dtype=dtype, device=device)
+    out.copy_(lanes)
+    return out.mul_(_LANE).add_(offset + 0.5 + _LANE / 2)
+
+
 class QSGD(Codec):
     """Stochastic uniform quantization with one scale per bucket.
 
@@ -84,6 +107,9 @@ class QSGD(Codec):
         """The same quantizer in shared-scale mode (summable)."""
         return self if self.shared else QSGD(self.bits, self.bucket, self.norm, shared=True)
 
+    def bytes_per_value(self) -> float:
+        return self.bits / 8 + 4 / self.bucket
+
     def buckets(self, numel: int) -> int:
         """Number of buckets (scales) for a chunk of ``numel`` values."""
         return -(-numel // self.bucket)
@@ -116,20 +142,22 @@ class QSGD(Codec):
             scale = scale.detach().to(device=x.device, dtype=torch.float32).reshape(-1)
             if scale.numel() != nb:
                 raise ValueError(f"{self.name}: scale has {scale.numel()} entries; need {nb}")
-        # level = (x/M + 1) * L/2 in [0, L], computed as x * gain + L/2 (an all-zero bucket, M = 0,
-        # has x = 0 and any gain)
+        # stochastic rounding as one floor: code = floor(x * gain + L/2 + u), u uniform on [0, 1),
+        # rounds the level x * gain + L/2 in [0, L] up with chance equal to its fractional part
+        # (an all-zero bucket, M = 0, has x = 0 and any gain)
         half, work = self.levels / 2, self._math_dtype(scale, self.levels)
         gain = half / torch.where(scale > 0, scale, torch.ones_like(scale)).to(work)
-        level = torch.empty_like(x, dtype=work)
+        gen = generator_for(key, "qsgd", device=x.device, shared=False)
+        level = uniform_offsets(n, half, work, gen, x.device)
         parts = zip(self._rows_of(x), self._rows_of(level), self._parts_of(gain, n), strict=True)
         for src, dst, g in parts:  # (rows, bucket) times (rows, 1): no padded copy
-            torch.mul(src, g[:, None], out=dst)
-        level.add_(half).clamp_(0.0, self.levels)
-        codes = level.to(code_dtype(self.bits))  # the level below: truncation, as level >= 0
-        frac = level.sub_(codes)  # exact, in [0, 1)
-        gen = generator_for(key, "qsgd", device=x.device, shared=False)
-        # round up with chance frac (to within 2**-24, the draw's resolution): E[code] = level
-        codes += torch.rand(n, generator=gen, device=x.device) < frac
+            dst.addcmul_(src, g[:, None])
+        # levels stay below L + 1, and clipping keeps values beyond a given scale on the grid;
+        # truncation is the floor, as every level is >= 0
+        level.clamp_(0.0, self.levels)
+        dtype = code_dtype(self.bits)
+        # float -> int16 -> uint8 is several times faster than float -> uint8 on CPU
+        codes = level.to(torch.int16).to(dtype) if dtype == torch.uint8 else level.to(dtype)
         return self._payload(codes, scale, n, count=1)
 
     @staticmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import Param
-from .base import ChunkKey, Payload, generator_for
+from .base import ChunkKey, Payload, as_chunk, generator_for
 from .sampling import IndexCache, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
@@ -91,6 +91,23 @@ class RandomK(Sparsifier):
             gain = n / k if self.scale else 1.0
             out[self.indices(n, key, values.device)] = values.to(torch.float32) * gain
         return out
+
+    def bytes_per_value(self) -> float:
+        return 4.0 * self.ratio
+
+    def encode_scaled(self, x: torch.Tensor, key: ChunkKey, weight: float) -> Payload:
+        """``encode(x * weight)``, bit for bit, multiplying only the ``k`` kept values."""
+        values, rest = self.split(as_chunk(x), key)
+        return self.merge(values * weight, rest)
+
+    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
+        """Zero ``out``, then scatter the kept values (times ``n/k`` with ``scale``) into it."""
+        values, n, h = payload.tensors["values"], payload.numel, payload.header
+        out.zero_()
+        if values.numel():
+            gain = n / values.numel() if self.scale else 1.0
+            key = ChunkKey(h["seed"], h["step"], h["chunk"])
+            out[self.indices(n, key, values.device)] = values.to(torch.float32) * gain
 
     def aligned(self, a: Payload, b: Payload) -> bool:
         """Same chunk length, run seed, step and chunk id: the same coordinates."""

@@ -41,24 +41,58 @@ def _draws_needed(n: int, have: int, k: int) -> int:
     return math.ceil(mean + 4.0 * math.sqrt(var) + 16)
 
 
+def _in_order_firsts(values: torch.Tensor) -> torch.Tensor:
+    """The distinct entries of ``values``, each once, in the order of their first occurrence."""
+    if values.numel() == 0:
+        return values
+    sorted_values, order = torch.sort(values, stable=True)  # equal values keep their draw order
+    first = torch.ones_like(sorted_values, dtype=torch.bool)
+    first[1:] = sorted_values[1:] != sorted_values[:-1]
+    mark = torch.zeros(values.numel(), dtype=torch.bool, device=values.device)
+    mark[order[first]] = True
+    return values[mark.nonzero().flatten()]
+
+
+def _merge_sorted(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Two sorted tensors of distinct values (none shared) as one sorted tensor, in O(len) steps."""
+    if b.numel() == 0:
+        return a
+    b = b.sort().values
+    where_b = torch.searchsorted(a, b) + torch.arange(b.numel(), device=b.device)
+    out = torch.empty(a.numel() + b.numel(), dtype=a.dtype, device=a.device)
+    from_a = torch.ones(out.numel(), dtype=torch.bool, device=a.device)
+    from_a[where_b] = False
+    out[where_b] = b
+    out[from_a] = a
+    return out
+
+
 def _first_distinct(
     n: int, k: int, gen: torch.Generator, device: torch.device, first_draws: int | None
 ) -> torch.Tensor:
-    """The first ``k`` distinct values, in the order drawn, of a uniform stream on ``[0, n)``."""
-    draws = torch.empty(0, dtype=torch.int64, device=device)
-    batch = _draws_needed(n, 0, k) if first_draws is None else max(1, first_draws)
-    while True:
-        fresh = torch.randint(0, _RAW_HIGH, (batch,), generator=gen, device=device) % n
-        draws = torch.cat([draws, fresh])
-        values, order = torch.sort(draws, stable=True)  # equal values keep their draw order
-        first = torch.ones_like(values, dtype=torch.bool)
-        first[1:] = values[1:] != values[:-1]
-        mark = torch.zeros(draws.numel(), dtype=torch.bool, device=device)
-        mark[order[first]] = True
-        where = mark.nonzero().flatten()  # positions of first occurrences, in draw order
-        if where.numel() >= k:
-            return draws[where[:k]]
-        batch = _draws_needed(n, where.numel(), k)
+    """The set of the first ``k`` distinct values of a uniform stream on ``[0, n)``, sorted.
+
+    The first round draws ``k`` values (or ``first_draws``): when it is no longer than ``k``,
+    every distinct value in it is among the first ``k`` distinct ones, so one sort finds them and
+    their draw order does not matter. The few values still missing come from short top-up
+    rounds, whose new values are taken in the order drawn.
+    """
+    batch = k if first_draws is None else max(1, first_draws)
+    fresh = torch.randint(0, _RAW_HIGH, (batch,), generator=gen, device=device) % n
+    if batch <= k:
+        values = fresh.sort().values
+        new = torch.ones_like(values, dtype=torch.bool)
+        new[1:] = values[1:] != values[:-1]
+        have = values[new]
+    else:
+        have = _in_order_firsts(fresh)[:k].sort().values
+    while have.numel() < k:
+        fresh = torch.randint(0, _RAW_HIGH, (_draws_needed(n, have.numel(), k),), generator=gen, device=device) % n
+        if have.numel():
+            at = torch.searchsorted(have, fresh).clamp_(max=have.numel() - 1)
+            fresh = fresh[have[at] != fresh]  # values not drawn before, in draw order
+        have = _merge_sorted(have, _in_order_firsts(fresh)[: k - have.numel()])
+    return have
 
 
 def distinct_sample(
@@ -79,8 +113,8 @@ def distinct_sample(
     device : str or torch.device
         Where the draws happen and the result lives.
     first_draws : int, optional
-        How many integers to draw in the first round (default: the expected number plus four
-        standard deviations). Later rounds top up until ``k`` distinct values are in hand.
+        How many integers to draw in the first round (default ``k``, which needs one sort and no
+        record of the draw order). Later rounds top up until ``k`` distinct values are in hand.
 
     Returns
     -------
@@ -93,7 +127,7 @@ def distinct_sample(
     if 2 * k <= n:
         if k == 0:
             return torch.empty(0, dtype=torch.int64, device=device)
-        return _first_distinct(n, k, gen, device, first_draws).sort().values
+        return _first_distinct(n, k, gen, device, first_draws)
     keep = torch.ones(n, dtype=torch.bool, device=device)
     if k < n:  # draw the n - k coordinates to leave out: their complement is a uniform k-subset
         keep[_first_distinct(n, n - k, gen, device, first_draws)] = False

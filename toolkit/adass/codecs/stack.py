@@ -48,6 +48,9 @@ class StackCodec(Codec):
         self.can_share_scale = outer.summable and inner.can_share_scale
         self.fixed_size = outer.fixed_size and inner.fixed_size
 
+    def bytes_per_value(self) -> float:
+        return self.outer.ratio * self.inner.bytes_per_value()
+
     def with_shared_scale(self) -> StackCodec:
         """The stack with the inner codec in shared-scale mode (summable with random-k)."""
         if self.needs_shared_scale:

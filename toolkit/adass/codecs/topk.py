@@ -47,6 +47,9 @@ class TopK(Sparsifier):
         self.ratio = PARAMS["ratio"].convert("codec 'topk'", "ratio", ratio)
         self.name = canonical("topk", PARAMS, {"ratio": self.ratio})
 
+    def bytes_per_value(self) -> float:
+        return self.ratio * 8.0  # a float32 value and, at most, a 32-bit index per kept value
+
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The ``k`` largest-magnitude values (in index order) and their packed indices."""
         n, k = x.numel(), self.k_for(x.numel())

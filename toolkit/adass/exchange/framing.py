@@ -23,7 +23,7 @@ from ..codecs.base import Payload
 from .transport import Transfer
 
 __all__ = [
-    "HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views",
+    "HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views", "joined_message",
     "layout_of", "overflow_bytes", "pack_head", "padding_bytes", "unpack_head",
 ]  # fmt: skip
 
@@ -112,19 +112,36 @@ def _spans(layout: Layout) -> list[tuple[int, int]]:
 def body_views(payload: Payload) -> list[torch.Tensor]:
     """The payload's body as a list of at most one flat uint8 tensor: a view of its only non-empty
     tensor, or its non-empty tensors packed into one new buffer."""
-    views = [
-        t.detach().contiguous().reshape(-1).view(torch.uint8) for t in payload.tensors.values() if t.numel()
-    ]
+    views = _flat_views(payload)
     if len(views) <= 1:
         return views
-    spans = _spans(layout_of(payload))
-    body = torch.empty(spans[-1][0] + spans[-1][1], dtype=torch.uint8)
+    return [_pack(payload, views, lead=b"")]
+
+
+def joined_message(payload: Payload, head: torch.Tensor) -> torch.Tensor:
+    """``head`` followed by the payload's body, as one new uint8 buffer: the body's bytes are
+    copied once, straight into place."""
+    return _pack(payload, _flat_views(payload), lead=head)
+
+
+def _flat_views(payload: Payload) -> list[torch.Tensor]:
+    return [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in payload.tensors.values() if t.numel()]
+
+
+def _pack(payload: Payload, views: list[torch.Tensor], lead: torch.Tensor | bytes) -> torch.Tensor:
+    """``lead`` and then the body of ``payload`` (``views``, its flat non-empty tensors)."""
+    start = len(lead)
+    spans = _spans(layout_of(payload)) if views else []
+    size = spans[-1][0] + spans[-1][1] if spans else 0
+    message = torch.empty(start + size, dtype=torch.uint8)
+    if start:
+        message[:start] = lead
     end = 0
     for (offset, nbytes), view in zip(spans, views, strict=True):
-        body[end:offset] = 0  # padding
-        body[offset : offset + nbytes] = view
+        message[start + end : start + offset] = 0  # padding
+        message[start + offset : start + offset + nbytes] = view
         end = offset + nbytes
-    return [body]
+    return message
 
 
 def body_sizes(layout: Layout) -> list[int]:

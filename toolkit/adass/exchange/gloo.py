@@ -156,18 +156,20 @@ class GlooTransport(Transport):
         if not 0 <= dst < self.world or dst == self.rank:
             raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
         works, keep = [], []
-        bodies = framing.body_views(payload)
         if framed or joined:
             sent_at, not_before = self._stamp(payload)
             head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
-            if joined:  # one message: head, then the body (a copy of its bytes)
-                bodies = [torch.cat([head, *bodies])]
+            if joined:  # one message: head, then the body (its bytes copied once, into place)
+                bodies = [framing.joined_message(payload, head)]
             else:
+                bodies = framing.body_views(payload)
                 works.append(self._post_send(head, dst, self.tag_head))
                 keep.append(head)
             if overflow is not None:
                 works.append(self._post_send(overflow, dst, self.tag_overflow))
                 keep.append(overflow)
+        else:
+            bodies = framing.body_views(payload)
         for body in bodies:
             works.append(self._post_send(body, dst, self.tag_body))
             keep.append(body)

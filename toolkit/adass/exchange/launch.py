@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from ..allocator import keep_freed_memory
+
 __all__ = ["free_port", "run_processes"]
 
 
@@ -42,6 +44,7 @@ def _entry(fn: Callable, rank: int, world: int, port: int, timeout_s: float, thr
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
+    keep_freed_memory()
     try:
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,

@@ -185,18 +185,20 @@ class CodecPolicy(Policy):
         """Dense float32 values of ``piece`` from a final codec payload (without the count)."""
         return self.codec.decode(payload)
 
+    def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
+        """``decode`` written into ``dst`` (the piece's part of the output)."""
+        self.codec.decode_into(payload, dst)
+
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         dst = out[piece.lo : piece.hi]
         if not self.counted:
-            dst.copy_(self.decode(piece, payload))
+            self.decode_into(piece, payload, dst)
             return
         inner, self.total = split_count(payload)
         factor = self.w.factor(self.total)
-        values = self.decode(piece, inner)
-        if factor == 1.0:
-            dst.copy_(values)
-        else:
-            torch.mul(values, factor, out=dst)
+        self.decode_into(piece, inner, dst)
+        if factor != 1.0:
+            dst.mul_(factor)
 
 
 class DirectAdd(CodecPolicy):
@@ -207,7 +209,7 @@ class DirectAdd(CodecPolicy):
         self.own: dict[int, Payload] = {}
 
     def _encode(self, piece: Piece) -> Payload:
-        return self.codec.encode(self.share(piece), self.key(piece.pid, 0))
+        return self.codec.encode_scaled(self.x[piece.lo : piece.hi], self.key(piece.pid, 0), self.w.weight)
 
     def _own(self, piece: Piece) -> Payload:
         if piece.pid not in self.own:
@@ -281,8 +283,14 @@ class Requantize(CodecPolicy):
                 self.values[pid] = self.share(piece)
         return self.values[pid]
 
+    @property
+    def _plain(self) -> bool:
+        """The share is ``x * weight`` itself: it is added on the fly, never stored."""
+        return self.stack is None and not self.ef
+
     def warm(self, piece: Piece) -> None:
-        self._share(piece)
+        if not self._plain:
+            self._share(piece)
 
     def _own(self, piece: Piece) -> Payload:
         share = self._share(piece)
@@ -291,7 +299,14 @@ class Requantize(CodecPolicy):
         return self.values_codec.encode(share, self.key(piece.pid, 0))
 
     def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        total = self.values_codec.decode(received) + self._share(piece)
+        total = self.values_codec.decode(received)
+        if any(total.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+               for t in received.tensors.values()):  # fmt: skip
+            total = total.clone()  # a decode that returns the payload's own memory: keep it intact
+        if self._plain:
+            total.add_(self.x[piece.lo : piece.hi], alpha=self.w.weight)
+        else:
+            total += self._share(piece)
         hop = hop if hop >= 0 else 1 << 16  # the owner's final encoding gets its own draws
         return self.values_codec.encode(total, self.key(piece.pid, hop))
 
@@ -301,6 +316,12 @@ class Requantize(CodecPolicy):
             return values
         self._share(piece)
         return self.stack.outer.expand(values, self.rest[piece.pid])
+
+    def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
+        if self.stack is None:
+            self.values_codec.decode_into(payload, dst)
+        else:
+            dst.copy_(self.decode(piece, payload))
 
 
 class DenseAdd(Policy):

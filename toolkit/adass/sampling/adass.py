@@ -65,6 +65,8 @@ def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch
 class AdassSampler(SamplerBase):
     """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth."""
 
+    uses_path = True  # bounds grow with the path length travelled since a sample's last visit
+
     def __init__(
         self,
         eps: float,

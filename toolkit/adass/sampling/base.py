@@ -81,9 +81,14 @@ def shuffled(indices: torch.Tensor, seed: int, epoch: int, salt: str = "order") 
 
 
 class SamplerBase:
-    """Shared plumbing: a shard of ``n`` samples, the run seed, last-seen losses for ``bounds()``."""
+    """Shared plumbing: a shard of ``n`` samples, the run seed, last-seen losses for ``bounds()``.
+
+    ``uses_path``: whether ``observe`` reads ``extras["path"]``; where no policy does, a
+    distributed replica skips measuring the length of each step.
+    """
 
     two_pass = False
+    uses_path = False
 
     def __init__(self, n: int, seed: int = 0, epochs: int = 1) -> None:
         self.n = int(n)
