@@ -22,7 +22,7 @@ from .exchange import Exchange
 from .metrics import StepRecord
 from .models import build_model, is_linear
 from .sampling import build_sampler, drop_within_budget
-from .trainer import Counters, backprop_batch, evaluate, flat_params, lr_at, make_optimizer
+from .trainer import Counters, backprop_batch, evaluate, lr_at, make_optimizer, optimizer_step
 
 __all__ = ["Agreement", "EpochReport", "ReplicaEngine", "global_dropper", "replica_seed"]
 
@@ -117,14 +117,16 @@ class ReplicaEngine:
             feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
-        # every gradient is a view of one flat buffer: backward fills it in place, the exchange
-        # averages it in place, and the optimizer reads the views; nothing is concatenated or copied
-        self.params = list(self.model.parameters())
-        self.flat_grad = torch.zeros(sum(p.numel() for p in self.params))
+        # every gradient is a view of one flat buffer: backward fills it in place (backprop_batch
+        # zeroes with set_to_none=False, which keeps the views), the exchange averages it in place,
+        # and the optimizer reads the views; nothing is concatenated or copied
+        params = list(self.model.parameters())
+        self.flat_grad = torch.zeros(sum(p.numel() for p in params))
         offset = 0
-        for p in self.params:
+        for p in params:
             p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
+        self.measure_path = getattr(self.sampler, "uses_path", True)  # step lengths, for ADASS bounds
         self.local_batch = max(1, o.batch_size // world)
         self.counters = Counters()
         self.step = 0
@@ -186,18 +188,13 @@ class ReplicaEngine:
 
     def _step(self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, report: EpochReport) -> dict:
         t0 = time.perf_counter()
-        self._check_grads()
         loss_value, used = backprop_batch(self.model, self.sampler, self.x, self.y, idx, weights, self.counters)
         t1 = time.perf_counter()
         self.exchange.reduce(self.flat_grad, float(used), out=self.flat_grad)  # the average, in place
         t2 = time.perf_counter()
         times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
         encode_s, decode_s = times["encode_s"], times["decode_s"]
-        measure = getattr(self.sampler, "uses_path", True)
-        before = flat_params(self.model) if measure else None
-        self.optimizer.step()
-        if measure:
-            self.counters.path += float(torch.linalg.vector_norm(flat_params(self.model) - before))
+        optimizer_step(self.model, self.optimizer, self.counters, self.measure_path)
         report.samples += used
         report.loss_sum += loss_value * used
         traffic = self.exchange.traffic()
@@ -209,16 +206,6 @@ class ReplicaEngine:
         row["raw_bytes"] = int(sum(r.raw_bytes for r in traffic))
         self.step += 1
         return row
-
-    def _check_grads(self) -> None:
-        """Raise if something replaced a gradient view (e.g. ``zero_grad(set_to_none=True)``)."""
-        buffer = self.flat_grad.untyped_storage().data_ptr()
-        for p in self.params:
-            if p.grad is None or p.grad.untyped_storage().data_ptr() != buffer:
-                raise RuntimeError(
-                    "replica gradients must stay views of the flat gradient buffer; "
-                    "zero them with zero_grad(set_to_none=False)"
-                )
 
     def _selection_columns(self, epoch: int) -> dict[str, list]:
         kept = torch.zeros(int(self.shard.numel()), dtype=torch.bool)

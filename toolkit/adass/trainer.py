@@ -22,7 +22,8 @@ from .metrics import EvalRecord, MemorySink, SelectionRecord, StepRecord
 from .models import build_model, is_linear
 from .sampling import Sampler, Selection, build_sampler
 
-__all__ = ["Counters", "RunResult", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "train"]
+__all__ = ["Counters", "RunResult", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer",
+           "optimizer_step", "train"]  # fmt: skip
 
 
 @dataclass
@@ -124,6 +125,14 @@ def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, c: Counters, measure_path: bool = True) -> None:
+    """``opt.step()``; with ``measure_path``, add the step's length ``||w_{t+1} - w_t||`` to ``c.path``."""
+    before = flat_params(model) if measure_path else None
+    opt.step()
+    if measure_path:
+        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
+
+
 def _step(
     model: nn.Module, opt: torch.optim.Optimizer, sampler: Sampler, ds: Dataset,
     idx: torch.Tensor, weights: torch.Tensor, c: Counters,
@@ -131,9 +140,7 @@ def _step(
     """One SGD step on the batch ``idx``; returns (mean loss, samples backpropagated)."""
     loss, used = backprop_batch(model, sampler, ds.x_train, ds.y_train, idx, weights, c)
     if used:
-        before = flat_params(model)
-        opt.step()
-        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
+        optimizer_step(model, opt, c)
     return loss, used
 
 

@@ -174,7 +174,8 @@ class Codec(ABC):
 
     @abstractmethod
     def decode(self, payload: Payload) -> torch.Tensor:
-        """The dense float32 tensor of length ``payload.numel`` that ``payload`` stands for."""
+        """The dense float32 tensor of length ``payload.numel`` that ``payload`` stands for: a new
+        tensor (never the payload's memory), which the caller may change in place."""
 
     def bytes_per_value(self) -> float:
         """About how many wire bytes a payload spends per dense value (headers left out); an

@@ -81,11 +81,11 @@ class RandomK(Sparsifier):
         header = {"numel": x.numel(), "seed": key.seed, "step": key.step, "chunk": key.chunk}
         return values, Payload({}, x.numel(), header, HEADER_BYTES)
 
-    def expand(self, values: torch.Tensor, rest: Payload) -> torch.Tensor:
+    def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter ``values`` (times ``n/k`` with ``scale``) to the coordinates of the chunk key."""
         n, h = rest.numel, rest.header
         key = ChunkKey(h["seed"], h["step"], h["chunk"])
-        out = torch.zeros(n, dtype=torch.float32, device=values.device)
+        out = torch.zeros(n, dtype=torch.float32, device=values.device) if out is None else out.zero_()
         k = values.numel()
         if k:
             gain = n / k if self.scale else 1.0
@@ -99,15 +99,6 @@ class RandomK(Sparsifier):
         """``encode(x * weight)``, bit for bit, multiplying only the ``k`` kept values."""
         values, rest = self.split(as_chunk(x), key)
         return self.merge(values * weight, rest)
-
-    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
-        """Zero ``out``, then scatter the kept values (times ``n/k`` with ``scale``) into it."""
-        values, n, h = payload.tensors["values"], payload.numel, payload.header
-        out.zero_()
-        if values.numel():
-            gain = n / values.numel() if self.scale else 1.0
-            key = ChunkKey(h["seed"], h["step"], h["chunk"])
-            out[self.indices(n, key, values.device)] = values.to(torch.float32) * gain
 
     def aligned(self, a: Payload, b: Payload) -> bool:
         """Same chunk length, run seed, step and chunk id: the same coordinates."""

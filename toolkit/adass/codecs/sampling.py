@@ -80,10 +80,7 @@ def _first_distinct(
     batch = k if first_draws is None else max(1, first_draws)
     fresh = torch.randint(0, _RAW_HIGH, (batch,), generator=gen, device=device) % n
     if batch <= k:
-        values = fresh.sort().values
-        new = torch.ones_like(values, dtype=torch.bool)
-        new[1:] = values[1:] != values[:-1]
-        have = values[new]
+        have = torch.unique(fresh)  # sorted
     else:
         have = _in_order_firsts(fresh)[:k].sort().values
     while have.numel() < k:

@@ -41,8 +41,9 @@ class Sparsifier(Codec):
         """The kept values ``(k,)`` and the payload without them (indices, header)."""
 
     @abstractmethod
-    def expand(self, values: torch.Tensor, rest: Payload) -> torch.Tensor:
-        """The dense ``(numel,)`` tensor that ``values`` and ``rest`` stand for."""
+    def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The dense ``(numel,)`` tensor that ``values`` and ``rest`` stand for; with ``out``, it is
+        written there (zeros, then the values) instead of into a new tensor."""
 
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
         """Keep ``k`` values of ``x`` and send them as float32 (``scale`` is not used)."""
@@ -64,6 +65,10 @@ class Sparsifier(Codec):
     def decode(self, payload: Payload) -> torch.Tensor:
         """Scatter the kept values into a dense float32 chunk of zeros."""
         return self.expand(payload.tensors["values"].to(torch.float32), self.rest_of(payload))
+
+    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
+        """Zero ``out``, then scatter the kept values into it."""
+        self.expand(payload.tensors["values"], self.rest_of(payload), out=out)
 
     def aligned(self, a: Payload, b: Payload) -> bool:
         """Whether two payloads keep the same coordinates (so their value vectors can be added)."""

@@ -93,6 +93,11 @@ class StackCodec(Codec):
         rest, inner = self._parts(payload)
         return self.outer.expand(self.inner.decode(inner), rest)
 
+    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
+        """Decode the inner values and scatter them straight into ``out``."""
+        rest, inner = self._parts(payload)
+        self.outer.expand(self.inner.decode(inner), rest, out=out)
+
     def add(self, a: Payload, b: Payload) -> Payload:
         """Sum of two aligned payloads: the inner payloads add (shared-scale QSGD codes add)."""
         if not self.summable:

@@ -58,11 +58,11 @@ class TopK(Sparsifier):
         header = {"numel": n, "k": k, "index_bits": width}
         return x[idx], Payload({"indices": pack_bits(idx, width)}, n, header, HEADER_BYTES)
 
-    def expand(self, values: torch.Tensor, rest: Payload) -> torch.Tensor:
+    def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter ``values`` to their transmitted indices."""
         h = rest.header
         idx = unpack_bits(rest.tensors["indices"], h["index_bits"], h["k"])
-        out = torch.zeros(rest.numel, dtype=torch.float32, device=values.device)
+        out = torch.zeros(rest.numel, dtype=torch.float32, device=values.device) if out is None else out.zero_()
         out[idx] = values.to(torch.float32)
         return out
 

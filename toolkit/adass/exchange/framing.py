@@ -115,27 +115,27 @@ def body_views(payload: Payload) -> list[torch.Tensor]:
     views = _flat_views(payload)
     if len(views) <= 1:
         return views
-    return [_pack(payload, views, lead=b"")]
+    return [_pack(payload, views)]
 
 
 def joined_message(payload: Payload, head: torch.Tensor) -> torch.Tensor:
     """``head`` followed by the payload's body, as one new uint8 buffer: the body's bytes are
     copied once, straight into place."""
-    return _pack(payload, _flat_views(payload), lead=head)
+    return _pack(payload, _flat_views(payload), head)
 
 
 def _flat_views(payload: Payload) -> list[torch.Tensor]:
     return [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in payload.tensors.values() if t.numel()]
 
 
-def _pack(payload: Payload, views: list[torch.Tensor], lead: torch.Tensor | bytes) -> torch.Tensor:
-    """``lead`` and then the body of ``payload`` (``views``, its flat non-empty tensors)."""
-    start = len(lead)
+def _pack(payload: Payload, views: list[torch.Tensor], head: torch.Tensor | None = None) -> torch.Tensor:
+    """``head`` (if any) and then the body of ``payload`` (``views``, its flat non-empty tensors)."""
+    start = 0 if head is None else head.numel()
     spans = _spans(layout_of(payload)) if views else []
     size = spans[-1][0] + spans[-1][1] if spans else 0
     message = torch.empty(start + size, dtype=torch.uint8)
-    if start:
-        message[:start] = lead
+    if head is not None:
+        message[:start] = head
     end = 0
     for (offset, nbytes), view in zip(spans, views, strict=True):
         message[start + end : start + offset] = 0  # padding

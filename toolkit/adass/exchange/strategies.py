@@ -181,12 +181,9 @@ class CodecPolicy(Policy):
         inner, count = split_count(received)
         return with_count(self._add(piece, inner, hop), count + self.w.count)
 
-    def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
-        """Dense float32 values of ``piece`` from a final codec payload (without the count)."""
-        return self.codec.decode(payload)
-
     def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
-        """``decode`` written into ``dst`` (the piece's part of the output)."""
+        """The dense values of ``piece`` from a final codec payload (without the count), written
+        into ``dst`` (the piece's part of the output)."""
         self.codec.decode_into(payload, dst)
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
@@ -266,6 +263,7 @@ class Requantize(CodecPolicy):
         if self.ef and self.stack is not None:
             raise TypeError(f"{codec.name}: error feedback around a stack cannot requantize in a ring")
         self.values_codec = self.stack.inner if self.stack is not None else base
+        self.plain = self.stack is None and not self.ef  # the share is x * weight, added on the fly
         self.values: dict[int, torch.Tensor] = {}
         self.rest: dict[int, Payload] = {}
         self.own: dict[int, Payload] = {}
@@ -283,13 +281,8 @@ class Requantize(CodecPolicy):
                 self.values[pid] = self.share(piece)
         return self.values[pid]
 
-    @property
-    def _plain(self) -> bool:
-        """The share is ``x * weight`` itself: it is added on the fly, never stored."""
-        return self.stack is None and not self.ef
-
     def warm(self, piece: Piece) -> None:
-        if not self._plain:
+        if not self.plain:
             self._share(piece)
 
     def _own(self, piece: Piece) -> Payload:
@@ -299,29 +292,20 @@ class Requantize(CodecPolicy):
         return self.values_codec.encode(share, self.key(piece.pid, 0))
 
     def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        total = self.values_codec.decode(received)
-        if any(total.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-               for t in received.tensors.values()):  # fmt: skip
-            total = total.clone()  # a decode that returns the payload's own memory: keep it intact
-        if self._plain:
+        total = self.values_codec.decode(received)  # a new tensor (the Codec.decode contract)
+        if self.plain:
             total.add_(self.x[piece.lo : piece.hi], alpha=self.w.weight)
         else:
             total += self._share(piece)
         hop = hop if hop >= 0 else 1 << 16  # the owner's final encoding gets its own draws
         return self.values_codec.encode(total, self.key(piece.pid, hop))
 
-    def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
-        values = self.values_codec.decode(payload)
-        if self.stack is None:
-            return values
-        self._share(piece)
-        return self.stack.outer.expand(values, self.rest[piece.pid])
-
     def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
         if self.stack is None:
             self.values_codec.decode_into(payload, dst)
-        else:
-            dst.copy_(self.decode(piece, payload))
+            return
+        self._share(piece)  # the sparsifier's coordinates of this piece
+        self.stack.outer.expand(self.values_codec.decode(payload), self.rest[piece.pid], out=dst)
 
 
 class DenseAdd(Policy):
@@ -390,9 +374,6 @@ class DenseAdd(Policy):
             if factor != 1.0:
                 dst.mul_(factor)
         return Payload({"values": dst.clone() if self.workspace is None else dst}, numel=m)
-
-    def decode(self, piece: Piece, payload: Payload) -> torch.Tensor:
-        return payload.tensors["values"]
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         dst, values = out[piece.lo : piece.hi], payload.tensors["values"]
