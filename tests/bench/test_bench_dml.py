@@ -32,6 +32,19 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
 
     adass = pd.read_csv(tmp_path / "dml_adass.csv")
     assert list(adass.columns) == dml.ADASS_COLUMNS
-    assert list(adass["workers"]) == [0, 0, 0, *dml.QUICK.workers]
+    assert list(adass["workers"]) == [0, 0, *dml.QUICK.workers]
+    assert (adass["seeds"] == len(dml.QUICK.adass_seeds)).all()
     assert (adass.loc[adass["run"] == dml.SINGLE, "acc_vs_single_pts"] == 0).all()
     assert (adass.loc[adass["sampler"] == dml.QUICK.adass, "backprop_frac"] < 1).all()
+
+    # the summary is the mean over the per-seed runs, each compared with its own seed in one process
+    runs = pd.read_csv(tmp_path / "dml_adass_runs.csv")
+    assert list(runs.columns) == dml.RUN_COLUMNS
+    assert len(runs) == len(dml.QUICK.adass_seeds) * (2 + len(dml.QUICK.workers))
+    assert sorted(runs["seed"].unique()) == sorted(dml.QUICK.adass_seeds)
+    single = runs[(runs["run"] == dml.SINGLE) & (runs["sampler"] == dml.QUICK.adass)].set_index("seed")
+    for row in adass[adass["workers"] > 0].itertuples(index=False):
+        mine = runs[runs["run"] == row.run].set_index("seed")
+        diffs = 100 * (mine["test_acc"] - single["test_acc"])
+        assert abs(row.acc_vs_single_pts - diffs.mean()) < 1e-9
+        assert abs(row.test_acc - mine["test_acc"].mean()) < 1e-9

@@ -25,15 +25,14 @@ def reference_weights(config: RunConfig, workers: int) -> list[torch.Tensor]:
     shards = shard_indices(ds.y_train, workers, config.data.shard, seed=o.seed)
     model = build_model(config.model.model, ds.shape, ds.classes, seed=o.seed)
     opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum)
-    local = o.batch_size // workers
     for epoch in range(o.epochs):
         for g in opt.param_groups:
             g["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
         orders = [shard[shuffled(torch.arange(shard.numel()), replica_seed(o.seed, r), epoch)]
                   for r, shard in enumerate(shards)]  # fmt: skip
-        steps = max(math.ceil(order.numel() / local) for order in orders)
-        for s in range(steps):
-            idx = torch.cat([order[s * local : (s + 1) * local] for order in orders])
+        steps = math.ceil(sum(order.numel() for order in orders) / o.batch_size)
+        for s in range(steps):  # every replica's order split evenly over the steps
+            idx = torch.cat([order[s * order.numel() // steps : (s + 1) * order.numel() // steps] for order in orders])
             loss = F.cross_entropy(model(ds.x_train[idx]), ds.y_train[idx])
             opt.zero_grad()
             loss.backward()
@@ -56,7 +55,7 @@ def test_two_workers_match_single_process_training(cluster, exchange):
     assert ({"push", "pull"} <= phases) if exchange.startswith("ps") else ({"reduce_scatter", "all_gather"} <= phases)
 
 
-def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster):
+def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster, tmp_path):
     base = dict(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=200", model="mlp:hidden=16", epochs=6,
                 batch_size=32, lr=0.1, workers=3, seed=1)  # fmt: skip
     exact = train_distributed(RunConfig.from_flat(**base, codec="fp32"), handle=cluster)
@@ -68,7 +67,7 @@ def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster):
 
     config = RunConfig.from_flat(**base, codec="qsgd:bits=8", exchange="ring:strategy=shared_scale",
                                  sampler="adass:eps=0.3,warmup=1,final=1")  # fmt: skip
-    result = train_distributed(config, handle=cluster, store=store, progress=progress)
+    result = train_distributed(config, handle=cluster, store=store, progress=progress, checkpoint_dir=tmp_path)
     assert result.final.test_acc >= exact.final.test_acc - 0.03
     assert result.final.wire_bytes < 0.3 * exact.final.wire_bytes
     # live records reach the client while the run goes on, not only at its end
@@ -78,3 +77,13 @@ def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster):
     kept = selection[selection["epoch"].between(1, 4)].groupby("epoch")["kept"].mean()
     assert (kept < 1.0).all()
     assert result.totals["backprops"] < 6 * 600
+    # the drift rate is estimated from every replica's observations: one rate, so bounds compare
+    states = [torch.load(tmp_path / "checkpoints" / f"rank{r}.pt", weights_only=True)["sampler"] for r in range(3)]
+    assert states[0]["slope"] > 0 and all(st["slope"] == states[0]["slope"] for st in states)
+    # every replica's samples are spread evenly over the agreed steps, as many as one process takes
+    steps = result.sink.frame(StepRecord)
+    for epoch, group in steps.groupby("epoch"):
+        per_step = group.groupby("step")["samples"].sum()
+        assert len(per_step) == math.ceil(per_step.sum() / 32), epoch
+        sizes = group.groupby("rank")["samples"]
+        assert (sizes.max() - sizes.min()).max() <= 1

@@ -171,3 +171,33 @@ def test_selective_backprop_prefers_high_losses():
         chosen += s.backprop_weights(torch.arange(1000), losses)
     high, low = losses > 0.8, losses < 0.2
     assert chosen[high].mean() > 10 * chosen[low].mean()
+
+
+def test_empirical_slope_comes_from_the_pooled_observations():
+    """The drift rate is a quantile of what ``pooler`` returns (in a distributed run: every
+    replica's slopes), and the pooler is asked even by a sampler that observed nothing."""
+    s = adass("adass:eps=0.3,warmup=0,final=0,lipschitz=empirical,quantile=0.5,decay=0", n=4)
+    feed(s, torch.arange(4), torch.tensor([1.0, 4.0, 9.0, 16.0]), 0.0)  # sqrt-losses 1, 2, 3, 4
+    s.bounds()  # folds in the first visits
+    feed(s, torch.arange(4), torch.tensor([4.0, 9.0, 16.0, 25.0]), 2.0)  # each moved by 1 over path 2
+    asked = []
+    elsewhere = torch.tensor([3.0, 3.0, 3.0, 3.0, 3.0])  # another replica's slopes
+
+    def pool(local, limit):
+        asked.append(local.clone())
+        return torch.cat([local, elsewhere])
+
+    s.pooler = pool
+    s.select(0)
+    assert torch.allclose(asked[0], torch.full((4,), 0.5))
+    assert s.slope == pytest.approx(3.0)  # the median of 4 x 0.5 and 5 x 3.0
+    s.select(1)  # nothing observed since: the pooler is still asked (a collective in a real run)
+    assert len(asked) == 2 and asked[1].numel() == 0
+    assert s.slope == pytest.approx(3.0)
+
+    alone = adass("adass:eps=0.3,warmup=0,final=0,lipschitz=empirical,quantile=0.5,decay=0", n=4)
+    feed(alone, torch.arange(4), torch.tensor([1.0, 4.0, 9.0, 16.0]), 0.0)
+    alone.bounds()
+    feed(alone, torch.arange(4), torch.tensor([4.0, 9.0, 16.0, 25.0]), 2.0)
+    alone.select(0)
+    assert alone.slope == pytest.approx(0.5)  # one process: its own observations only

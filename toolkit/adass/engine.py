@@ -24,7 +24,7 @@ from .models import build_model, is_linear
 from .sampling import build_sampler, drop_within_budget
 from .trainer import Counters, backprop_batch, evaluate, lr_at, make_optimizer, optimizer_step
 
-__all__ = ["Agreement", "EpochReport", "ReplicaEngine", "global_dropper", "replica_seed"]
+__all__ = ["Agreement", "EpochReport", "ReplicaEngine", "global_dropper", "global_pooler", "replica_seed"]
 
 
 class Agreement:
@@ -32,6 +32,11 @@ class Agreement:
 
     def __init__(self, group: Any = None) -> None:
         self.group = group
+
+    def sum_int(self, value: int) -> int:
+        t = torch.tensor([int(value)], dtype=torch.int64)
+        torch.distributed.all_reduce(t, group=self.group)
+        return int(t.item())
 
     def max_int(self, value: int) -> int:
         t = torch.tensor([int(value)], dtype=torch.int64)
@@ -49,6 +54,8 @@ class Agreement:
         sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
         torch.distributed.all_gather(sizes, torch.tensor([values.numel()], dtype=torch.int64), group=self.group)
         longest = max(int(s) for s in sizes)
+        if longest == 0:
+            return [torch.zeros(0) for _ in range(world)]
         padded = torch.full((longest,), float("nan"), dtype=torch.float64)
         padded[: values.numel()] = values.double()
         out = [torch.empty(longest, dtype=torch.float64) for _ in range(world)]
@@ -70,6 +77,21 @@ def global_dropper(agreement: Agreement, rank: int) -> Callable[[torch.Tensor, f
         return mask[start : start + bounds.numel()]
 
     return drop
+
+
+def global_pooler(agreement: Agreement, world: int) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """Pooled observations: every replica's last ``limit // world`` values, in rank order.
+
+    ADASS estimates its drift rate from observed slopes; a rate per replica would make the bounds
+    of different replicas incomparable under the one global budget (a replica with a higher
+    estimate keeps more), so every replica takes the same quantile of the same pooled values.
+    """
+
+    def pool(values: torch.Tensor, limit: int) -> torch.Tensor:
+        share = max(1, limit // world)
+        return torch.cat(agreement.gather(values[-share:]))
+
+    return pool
 
 
 def _plain_row(record: Any) -> dict[str, Any]:
@@ -127,7 +149,7 @@ class ReplicaEngine:
             p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
         self.measure_path = getattr(self.sampler, "uses_path", True)  # step lengths, for ADASS bounds
-        self.local_batch = max(1, o.batch_size // world)
+        self.batch_size = o.batch_size  # global: the replicas' local batches of a step add up to it
         self.counters = Counters()
         self.step = 0
         self.exchange: Exchange | None = None
@@ -139,18 +161,34 @@ class ReplicaEngine:
         self.exchange = exchange
         if agreement is not None and hasattr(self.sampler, "dropper"):
             self.sampler.dropper = global_dropper(agreement, self.rank)
+        if agreement is not None and hasattr(self.sampler, "pooler"):
+            self.sampler.pooler = global_pooler(agreement, self.world)
         self.agreement = agreement
 
     # -- epoch ----------------------------------------------------------------------------
     def select(self, epoch: int) -> int:
-        """Choose this epoch's samples; return the number of local steps they need."""
+        """Choose this epoch's samples; return how many this replica keeps."""
         self.selection = self.sampler.select(epoch)
-        return math.ceil(len(self.selection) / self.local_batch)
+        return len(self.selection)
+
+    def steps_for(self, total: int) -> int:
+        """Steps of an epoch in which the replicas keep ``total`` samples together: as many as one
+        process would take with the global batch."""
+        return math.ceil(total / self.batch_size)
+
+    def batch(self, s: int, steps: int) -> slice:
+        """Where local batch ``s`` of ``steps`` lies in this replica's selection: the selection is
+        split evenly over the steps, so a replica keeping more samples than another takes larger
+        local batches instead of running on alone at the epoch's end (where every step would see
+        a small, lopsided global batch at the full learning rate)."""
+        n = len(self.selection)
+        return slice(s * n // steps, (s + 1) * n // steps)
 
     def run_epoch(
         self, epoch: int, steps: int, live: Callable[[str, list[dict]], None] | None = None
     ) -> EpochReport:
-        """Run ``steps`` synchronous steps (a replica whose samples ran out sends zero-weight gradients).
+        """Run ``steps`` synchronous steps over this replica's selection, split evenly (a replica with
+        fewer samples than steps sends zero-weight gradients for its empty batches).
 
         ``live(kind, rows)`` receives batches while the epoch runs (after its first step, every
         ``live_every_s`` seconds, after its last step): ``"steps"`` rows (per-step totals, every step)
@@ -166,7 +204,7 @@ class ReplicaEngine:
         pending: list[dict] = []
         detail: list[dict] = []
         for s in range(steps):
-            part = slice(s * self.local_batch, (s + 1) * self.local_batch)
+            part = self.batch(s, steps)
             detail_from = len(report.traffic)
             row = self._step(epoch, self.selection.indices[part], self.selection.weights[part], report)
             report.steps.append(row)

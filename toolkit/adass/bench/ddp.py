@@ -55,7 +55,7 @@ class DDPResult:
 def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Forward and backward on one local batch (the all-reduce happens inside ``backward``)."""
     logits = model(x)
-    if y.numel() == 0:  # a rank whose samples ran out still joins the all-reduce, with zeros
+    if y.numel() == 0:  # a rank with an empty local batch still joins the all-reduce, with zeros
         loss = logits.sum() * 0.0
     else:
         loss = F.cross_entropy(logits, y)
@@ -100,10 +100,10 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
             for group in engine.optimizer.param_groups:
                 group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
             start = time.perf_counter()
-            steps = agreement.max_int(engine.select(epoch))
+            steps = engine.steps_for(agreement.sum_int(engine.select(epoch)))
             order = engine.selection.indices
             for s in range(steps):
-                idx = order[s * engine.local_batch : (s + 1) * engine.local_batch]
+                idx = order[engine.batch(s, steps)]
                 t0 = time.perf_counter()
                 engine.optimizer.zero_grad(set_to_none=False)
                 loss = _local_step(model, engine.x[idx], engine.y[idx])

@@ -3,7 +3,8 @@
 Part (a): Parameter Server vs Ring All-Reduce x fp32 / qsgd:bits=8 / randk:ratio=0.01, with and
 without a throttled 1 Gbit link, beside PyTorch DDP (gloo, unthrottled) on the same model, shards,
 local batch and steps; all with ``sampler=full``, so every arm does the same work and only the
-exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings.
+exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings,
+seed by seed, averaged over several seeds.
 
 Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (forward, backward,
 codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
@@ -34,7 +35,7 @@ from .ddp import train_ddp
 
 __all__ = [
     "ADASS_COLUMNS", "CODECS", "COLUMNS", "DDP", "EXCHANGES", "FULL", "LINKS", "PS", "QSGD_RING", "QUICK",
-    "RING", "SINGLE", "Plan", "exchange_spec", "run", "targets",
+    "RING", "RUN_COLUMNS", "SINGLE", "Plan", "exchange_spec", "run", "targets",
 ]  # fmt: skip
 
 RING, PS = "ring", "ps:servers=1"
@@ -48,7 +49,9 @@ DDP = "torch ddp (gloo)"
 SINGLE = "single process"
 COLUMNS = ["workers", "exchange", "codec", "link", "epoch_s", "step_ms", "step_vs_ddp", "comm_share",
            "wire_MB_epoch", "test_acc"]  # fmt: skip
-ADASS_COLUMNS = ["sampler", "run", "workers", "test_acc", "acc_vs_single_pts", "backprop_frac", "epoch_s"]
+ADASS_COLUMNS = ["sampler", "run", "workers", "seeds", "test_acc", "acc_sd_pts", "acc_vs_single_pts",
+                 "diff_se_pts", "backprop_frac", "epoch_s"]  # fmt: skip
+RUN_COLUMNS = ["sampler", "run", "workers", "seed", "test_acc", "backprops", "epoch_s"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class Plan:
         Replica counts P.
     adass : str
         Sampler spec of part (b); ``adass_epochs`` long (it needs epochs past warm-up and final).
+    adass_seeds : tuple of int
+        Seeds of part (b): every run of it is repeated with each, and compared seed by seed.
     warm_up : bool
         Run one untimed distributed epoch first, so no arm pays the workers' first-use costs.
     """
@@ -71,14 +76,15 @@ class Plan:
     workers: tuple[int, ...]
     adass: str
     adass_epochs: int
+    adass_seeds: tuple[int, ...]
     warm_up: bool
 
 
 FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=128", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, True)  # fmt: skip
+            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), True)  # fmt: skip
 QUICK = Plan({"data": "synthetic:n=480,d=8,classes=3,test=120", "model": "mlp:hidden=16", "batch_size": 32,
               "lr": 0.1, "epochs": 1},
-             (2,), "adass:eps=0.3,warmup=0,final=0", 2, False)  # fmt: skip
+             (2,), "adass:eps=0.3,warmup=0,final=0", 2, (0, 1), False)  # fmt: skip
 
 
 def exchange_spec(exchange: str, codec: str) -> str:
@@ -161,27 +167,46 @@ def _single(config: RunConfig) -> dict:
             "epoch_s": result.counters.train_s / config.optim.epochs}  # fmt: skip
 
 
-def _adass_accuracy(base: RunConfig, handle: ClusterHandle, plan: Plan) -> pd.DataFrame:
-    """Part (b): single-process full and ADASS, then ADASS on the ring (fp32) for every P.
-
-    A second single-process ADASS run with seed 1 shows how far accuracy moves from seed to seed,
-    the scale against which the distributed runs' differences should be read.
-    """
+def _adass_runs(base: RunConfig, handle: ClusterHandle, plan: Plan) -> pd.DataFrame:
+    """Part (b), one row per run: single-process full and ADASS, then ADASS on the ring (fp32) for
+    every P, each with every seed of the plan."""
     base = base.replace(epochs=plan.adass_epochs)
-    single = [("full", 0, SINGLE), (plan.adass, 0, SINGLE), (plan.adass, 1, f"{SINGLE}, seed 1")]
-    rows = [{"sampler": s, "run": label, "workers": 0, **_single(base.replace(sampler=s, seed=seed))}
-            for s, seed, label in single]  # fmt: skip
-    for p in plan.workers:
-        result = train_distributed(base.replace(sampler=plan.adass, workers=p, exchange=RING), handle=handle,
-                                   sink=MemorySink(), run_id=f"dml-adass-{p}")  # fmt: skip
-        rows.append({"sampler": plan.adass, "run": f"ring fp32, P={p}", "workers": p,
-                     "test_acc": result.final.test_acc, "backprops": result.totals["backprops"],
-                     "epoch_s": result.totals["train_s"] / plan.adass_epochs})  # fmt: skip
-    table = pd.DataFrame(rows)
-    reference = table[table["run"] == SINGLE].set_index("sampler")
-    table["acc_vs_single_pts"] = 100 * (table["test_acc"] - table["sampler"].map(reference["test_acc"]))
-    table["backprop_frac"] = table["backprops"] / reference.loc["full", "backprops"]
-    return table[ADASS_COLUMNS]
+    rows = []
+    for seed in plan.adass_seeds:
+        for sampler in ("full", plan.adass):
+            rows.append({"sampler": sampler, "run": SINGLE, "workers": 0, "seed": seed,
+                         **_single(base.replace(sampler=sampler, seed=seed))})  # fmt: skip
+        for p in plan.workers:
+            config = base.replace(sampler=plan.adass, workers=p, exchange=RING, seed=seed)
+            result = train_distributed(config, handle=handle, sink=MemorySink(), run_id=f"dml-adass-{p}-{seed}")
+            rows.append({"sampler": plan.adass, "run": f"ring fp32, P={p}", "workers": p, "seed": seed,
+                         "test_acc": result.final.test_acc, "backprops": result.totals["backprops"],
+                         "epoch_s": result.totals["train_s"] / plan.adass_epochs})  # fmt: skip
+    return pd.DataFrame(rows)[RUN_COLUMNS]
+
+
+def _adass_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """Part (b) per run kind: mean accuracy over seeds and its spread, and the difference from
+    single-process training with the same sampler and seed, averaged over seeds with its
+    standard error (the spread of the per-seed differences over the root of the seed count)."""
+    single = runs[runs["run"] == SINGLE].set_index(["sampler", "seed"])
+    full_backprops = single.xs("full", level="sampler")["backprops"]
+    runs = runs.assign(
+        diff_pts=100 * (runs["test_acc"] - single["test_acc"].reindex(
+            pd.MultiIndex.from_frame(runs[["sampler", "seed"]])).to_numpy()),
+        backprop_frac=runs["backprops"] / runs["seed"].map(full_backprops),
+    )  # fmt: skip
+    rows = []
+    for (sampler, run, workers), group in runs.groupby(["sampler", "run", "workers"], sort=False):
+        n = len(group)
+        spread = 100 * float(group["test_acc"].std()) if n > 1 else float("nan")
+        diff_se = float(group["diff_pts"].std()) / n**0.5 if n > 1 else float("nan")
+        rows.append({"sampler": sampler, "run": run, "workers": workers, "seeds": n,
+                     "test_acc": float(group["test_acc"].mean()), "acc_sd_pts": spread,
+                     "acc_vs_single_pts": float(group["diff_pts"].mean()), "diff_se_pts": diff_se,
+                     "backprop_frac": float(group["backprop_frac"].mean()),
+                     "epoch_s": float(group["epoch_s"].mean())})  # fmt: skip
+    return pd.DataFrame(rows)[ADASS_COLUMNS]
 
 
 def targets(grid: pd.DataFrame, adass: pd.DataFrame) -> pd.DataFrame:
@@ -193,7 +218,8 @@ def targets(grid: pd.DataFrame, adass: pd.DataFrame) -> pd.DataFrame:
         Part (a), ``COLUMNS``: the ring fp32 step time against DDP's at every P, and ring against
         PS epoch time at the largest P, per link.
     adass : DataFrame
-        Part (b), ``ADASS_COLUMNS``: each distributed ADASS run against single-process ADASS.
+        Part (b), ``ADASS_COLUMNS``: distributed ADASS against single-process ADASS, averaged over
+        seeds (each seed compared with the same seed in one process).
 
     Returns
     -------
@@ -215,11 +241,11 @@ def targets(grid: pd.DataFrame, adass: pd.DataFrame) -> pd.DataFrame:
         ring, ps = pick(p_max, RING, link=link)["epoch_s"], pick(p_max, PS, link=link)["epoch_s"]
         checks.append((f"ring epoch time below PS's, P={p_max}, fp32, link {link}", ring < ps,
                        f"{ring:.2f} s vs {ps:.2f} s ({ring / ps:.2f}x)"))  # fmt: skip
-    seeds = adass.loc[adass["run"] == f"{SINGLE}, seed 1", "acc_vs_single_pts"].iloc[0]
     for row in adass[adass["workers"] > 0].itertuples(index=False):
         delta = row.acc_vs_single_pts
         checks.append((f"distributed ADASS within 0.3 points of single-process, P={row.workers}",
-                       abs(delta) <= 0.3, f"{delta:+.2f} points (seed 1 vs 0 in one process: {seeds:+.2f})"))  # fmt: skip
+                       abs(delta) <= 0.3, f"{delta:+.2f} points, mean of {row.seeds} seeds "
+                       f"(standard error {row.diff_se_pts:.2f})"))  # fmt: skip
     return pd.DataFrame([{"goal": g, "met": "yes" if ok else "no", "measured": m} for g, ok, m in checks])
 
 
@@ -233,7 +259,7 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
     s = plan.setting
     return [
         "# adass bench dml", "",
-        f"`{s['data']}`, `{s['model']}`, global batch {s['batch_size']} (local batch = batch / P), "
+        f"`{s['data']}`, `{s['model']}`, global batch {s['batch_size']} (each replica's samples split evenly over the steps), "
         f"lr {s['lr']}, {s['epochs']} epochs, sampler `full`, seed 0; one LocalCluster (one thread per "
         f"worker); host with {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start; "
         f"{elapsed_s:.0f} s in all.", "",
@@ -247,7 +273,8 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
 
 
 def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
-    """Run the suite, print the tables, write ``dml.md``, ``dml.csv`` and ``dml_adass.csv``.
+    """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
+    averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed).
 
     Parameters
     ----------
@@ -269,10 +296,15 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         if plan.warm_up:
             _warm_up(base, handle, max(plan.workers))
         grid = _exchange_grid(base, handle, plan.workers)
-        adass = _adass_accuracy(base, handle, plan)
+        runs = _adass_runs(base, handle, plan)
+    adass = _adass_summary(runs)
     text = _header(plan, time.perf_counter() - start, load)
     text += ["## (a) exchanges x codecs x links, beside DDP", "", markdown_table(grid), "",
-             f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs", "",
+             f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs, "
+             f"seeds {', '.join(map(str, plan.adass_seeds))}", "",
+             "Means over seeds; `acc_sd_pts` is the seed-to-seed spread of accuracy (points), "
+             "`acc_vs_single_pts` the mean per-seed difference from single-process training with the "
+             "same sampler and seed, `diff_se_pts` its standard error.", "",
              markdown_table(adass), "", "## Targets", "", markdown_table(targets(grid, adass)), ""]  # fmt: skip
-    write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass})
+    write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass, "dml_adass_runs": runs})
     return grid

@@ -82,9 +82,9 @@ class Replica(_Member):
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps."""
 
         def work() -> dict[str, int]:
-            local = self.engine.select(epoch)
-            agreed = self.engine.agreement.max_int(local)
-            return {"kept": len(self.engine.selection), "steps": agreed}
+            kept = self.engine.select(epoch)
+            total = self.engine.agreement.sum_int(kept)
+            return {"kept": kept, "steps": self.engine.steps_for(total)}
 
         return await asyncio.to_thread(work)
 

@@ -77,7 +77,7 @@ class RandomK(Sparsifier):
 
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The values at the shared coordinates, and a header naming the chunk."""
-        values = x[self.indices(x.numel(), key, x.device)]
+        values = torch.index_select(x, 0, self.indices(x.numel(), key, x.device))  # faster than x[i]
         header = {"numel": x.numel(), "seed": key.seed, "step": key.step, "chunk": key.chunk}
         return values, Payload({}, x.numel(), header, HEADER_BYTES)
 
@@ -89,7 +89,8 @@ class RandomK(Sparsifier):
         k = values.numel()
         if k:
             gain = n / k if self.scale else 1.0
-            out[self.indices(n, key, values.device)] = values.to(torch.float32) * gain
+            scaled = values.to(torch.float32) * gain if gain != 1.0 else values.to(torch.float32)
+            out.index_copy_(0, self.indices(n, key, values.device), scaled)
         return out
 
     def bytes_per_value(self) -> float:

@@ -20,6 +20,8 @@ from .base import SAMPLERS, SamplerBase, Selection, shuffled
 
 __all__ = ["AdassSampler", "drop_within_budget"]
 
+_SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations
+
 
 def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch.Tensor:
     """Boolean mask of the samples to drop: the longest run of smallest bounds with sum <= eps * total.
@@ -110,6 +112,9 @@ class AdassSampler(SamplerBase):
         self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
         # (bounds, eps, min_keep) -> drop mask; distributed runs swap in one global budget
         self.dropper: Callable[[torch.Tensor, float, float], torch.Tensor] = self.local_drop
+        # (slopes observed here, at most how many) -> the slopes the estimate is taken from;
+        # distributed runs pool every replica's, so all replicas share one drift rate
+        self.pooler: Callable[[torch.Tensor, int], torch.Tensor] = lambda slopes, limit: slopes[-limit:]
 
     # -- scores ---------------------------------------------------------------------------
     def drift_rate(self) -> torch.Tensor:
@@ -167,10 +172,14 @@ class AdassSampler(SamplerBase):
         # commit the drift at the old rate first, so a lower new estimate never shrinks a bound
         self.growth += self._growth_since_select()
         self.path_last_select = self.path_now
-        if self.slopes:
-            observed = float(torch.quantile(torch.cat(self.slopes)[-100_000:], self.quantile))
+        if self.lipschitz != "empirical":
+            return
+        local = torch.cat(self.slopes) if self.slopes else torch.zeros(0)
+        self.slopes = []
+        slopes = self.pooler(local, _SLOPES_KEPT)  # on every replica, even one that observed none
+        if slopes.numel():
+            observed = float(torch.quantile(slopes, self.quantile))
             self.slope = max(observed, self.decay * self.slope)
-            self.slopes = []
 
     def local_drop(self, bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:
         """The budget over this sampler's own samples."""
