@@ -141,27 +141,28 @@ evals[["epoch", "kept_frac", "backprops", "wire_bytes", "train_loss", "test_loss
 
 # %% [markdown]
 # **Steps**: one row per step and worker, with the samples it used and where its time went
-# (`compute_s` for forward and backward, `comm_s` for the exchange). Both workers take the same
-# number of steps in every epoch; the sample counts may differ.
+# (`compute_s` for forward and backward; the exchange is `encode_s` and `decode_s` for codec math
+# plus `comm_s`, the time spent waiting on transfers). Both workers take the same number of steps
+# in every epoch, each spreading its own samples evenly over them; the sample counts may differ.
 
 # %%
 steps = run["steps"]
 steps.pivot_table(index="epoch", columns="rank", values="samples", aggfunc="sum")
 
 # %%
-steps.groupby("rank")[["compute_s", "comm_s"]].mean().mul(1e3).rename(columns=lambda c: c.replace("_s", "_ms"))
+steps.groupby("rank")[["compute_s", "encode_s", "comm_s", "decode_s"]].mean().mul(1e3).rename(columns=lambda c: c.replace("_s", "_ms"))
 
 # %% [markdown]
 # **Traffic**: one row per message a worker received. A ring step has two phases,
-# `reduce_scatter` and `all_gather`, of $P-1$ hops each, plus a tiny `count` message (the
-# sample counts for the weighted mean). With $P$ workers and a gradient of $N$ values, each worker
-# sends $2\,\frac{P-1}{P}\,N$ values per step (notebook 02 derives it). For $P = 2$ that is exactly
-# one gradient's worth, $4N$ bytes in fp32:
+# `reduce_scatter` and `all_gather`, of $P-1$ hops each. With $P$ workers and a gradient of $N$
+# values, each worker sends $2\,\frac{P-1}{P}\,N$ values per step (notebook 02 derives it). For
+# $P = 2$ that is one gradient's worth, $4N$ bytes in fp32, plus 8 bytes: the sample counts for
+# the weighted mean ride along in the reduce-scatter payload instead of costing a message.
 
 # %%
 traffic = run["traffic"]
 n_params = sum(p.numel() for p in result.parameters)  # the trained weights, from worker 0
-per_step = traffic[traffic.phase != "count"].groupby(["step", "src"]).wire_bytes.sum()
+per_step = traffic.groupby(["step", "src"]).wire_bytes.sum()
 print(f"model: {n_params:,} parameters = {4 * n_params:,} bytes in fp32")
 print(f"bytes each worker sent per step (median over steps): {int(per_step.median()):,}")
 print(f"2 (P-1)/P N * 4 bytes: {int(2 * (WORKERS - 1) / WORKERS * n_params * 4):,}")

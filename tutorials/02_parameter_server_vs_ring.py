@@ -178,8 +178,8 @@ def time_plot(column, link):
 # The simulator's time is a model. To check it, we train for one epoch on Dask workers that
 # exchange gradients over gloo (TCP on this machine), with `link=` set: every transfer is then
 # paced so that it finishes no earlier than the link model allows. Each step's traffic records
-# give the modelled time of that very step; `comm_s` of the step records is the time each worker
-# actually spent in the exchange.
+# give the modelled time of that very step; `encode_s + comm_s + decode_s` of the step records is
+# the time each worker actually spent in the exchange (codec math, and waiting on transfers).
 #
 # A PS run needs one more Dask worker than it has replicas (the server), so the cluster has
 # $\max P + 1$ workers. On loopback without throttling the network is nearly free and the
@@ -199,7 +199,8 @@ for workers in MEASURED_WORKERS:
         steps, traffic = result.sink.frame(StepRecord), result.sink.frame(TrafficRecord)
         kind = EXCHANGES.resolve(exchange)[0].factory  # the exchange class: its own time model
         modelled = pd.Series({step: kind.step_seconds(t, Link.parse(MEASURE_LINK)) for step, t in traffic.groupby("step")})
-        slowest = steps.groupby("step").comm_s.max()  # a step ends when its slowest worker is done
+        exchange_s = steps.encode_s + steps.comm_s + steps.decode_s
+        slowest = exchange_s.groupby(steps.step).max()  # a step ends when its slowest worker is done
         measured.append({"P": workers, "exchange": exchange, "steps": len(slowest),
                          "measured_ms": 1e3 * slowest.iloc[1:].median(),  # the first step pays set-up
                          "modelled_ms": 1e3 * modelled.iloc[1:].median(),
