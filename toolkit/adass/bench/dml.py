@@ -10,13 +10,14 @@ Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (fo
 codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
 it all-reduces. Epoch time is the client's wall time per epoch (DDP: the slowest rank's epoch loop).
 The communication share is ``comm_s`` (waiting on transfers) over that step time, summed over all
-StepRecords. Timings are
-compared as ratios within one invocation, DDP run next to ring fp32.
+StepRecords. Timings are compared as ratios within one invocation: DDP and ring fp32 run in
+alternating pairs, and the ring's ratio is the median over pairs.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,8 @@ class Plan:
         Sampler spec of part (b); ``adass_epochs`` long (it needs epochs past warm-up and final).
     adass_seeds : tuple of int
         Seeds of part (b): every run of it is repeated with each, and compared seed by seed.
+    ddp_pairs : int
+        Alternating DDP / ring fp32 runs per P, for the step-time ratio.
     warm_up : bool
         Run one untimed distributed epoch first, so no arm pays the workers' first-use costs.
     """
@@ -77,14 +80,15 @@ class Plan:
     adass: str
     adass_epochs: int
     adass_seeds: tuple[int, ...]
+    ddp_pairs: int
     warm_up: bool
 
 
 FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=128", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), True)  # fmt: skip
+            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), 3, True)  # fmt: skip
 QUICK = Plan({"data": "synthetic:n=480,d=8,classes=3,test=120", "model": "mlp:hidden=16", "batch_size": 32,
               "lr": 0.1, "epochs": 1},
-             (2,), "adass:eps=0.3,warmup=0,final=0", 2, (0, 1), False)  # fmt: skip
+             (2,), "adass:eps=0.3,warmup=0,final=0", 2, (0, 1), 1, False)  # fmt: skip
 
 
 def exchange_spec(exchange: str, codec: str) -> str:
@@ -141,16 +145,32 @@ def _measure_ddp(base: RunConfig, handle: ClusterHandle, workers: int) -> dict:
                 float("nan"), float("nan"), result.test_acc)  # fmt: skip
 
 
-def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, ...]) -> pd.DataFrame:
-    """Part (a): per P, DDP, then ring fp32 unthrottled, then every other exchange x codec x link."""
+def _middle(rows: list[dict]) -> dict:
+    """The run with the median step time (the lower middle one for an even count)."""
+    return sorted(rows, key=lambda r: r["step_ms"])[(len(rows) - 1) // 2]
+
+
+def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, ...], pairs: int) -> pd.DataFrame:
+    """Part (a): per P, ``pairs`` alternating runs of DDP and ring fp32 unthrottled, then every
+    other exchange x codec x link once.
+
+    The ring's ``step_vs_ddp`` is the median over pairs of its step time over the DDP run just
+    before it, so a slow spell of the machine lands on both sides of a ratio; the DDP and ring rows
+    show their median runs. Every other arm is compared with the median DDP step.
+    """
     rows = []
     for p in workers:
-        rows.append(_measure_ddp(base, handle, p))
-        arms = [(e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS]
+        ddp, ring = [], []
+        for _ in range(pairs):
+            ddp.append(_measure_ddp(base, handle, p))
+            ring.append(_measure_arm(base, handle, p, RING, "fp32", "none"))
+        ratio = statistics.median(r["step_ms"] / d["step_ms"] for d, r in zip(ddp, ring, strict=True))
+        rows += [{**_middle(ddp), "step_vs_ddp": 1.0}, {**_middle(ring), "step_vs_ddp": ratio}]
+        arms = [(e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS if (e, c, link) != (RING, "fp32", "none")]
         rows += [_measure_arm(base, handle, p, e, c, link) for e, c, link in arms]
     table = pd.DataFrame(rows)
     ddp_ms = table[table["exchange"] == DDP].set_index("workers")["step_ms"]
-    table["step_vs_ddp"] = table["step_ms"] / table["workers"].map(ddp_ms)
+    table["step_vs_ddp"] = table["step_vs_ddp"].fillna(table["step_ms"] / table["workers"].map(ddp_ms))
     return table[COLUMNS]
 
 
@@ -263,7 +283,9 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
         f"lr {s['lr']}, {s['epochs']} epochs, sampler `full`, seed 0; one LocalCluster (one thread per "
         f"worker); host with {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start; "
         f"{elapsed_s:.0f} s in all.", "",
-        f"qsgd on the ring runs `{QSGD_RING}`. Step time: median over steps of the slowest rank's "
+        f"qsgd on the ring runs `{QSGD_RING}`. DDP and ring fp32 (no link) ran {plan.ddp_pairs} alternating "
+        "pairs per P: their rows are the median runs, and ring fp32's step_vs_ddp is the median of the "
+        "per-pair ratios. Step time: median over steps of the slowest rank's "
         "compute + exchange (optimizer step left out); epoch_s: client wall time per epoch (DDP: the "
         "slowest rank's epoch loop). DDP's wire bytes are not counted (gloo's ring all-reduce moves "
         "2(P-1)/P x 4 bytes per parameter per rank per step) and its compute and communication "
@@ -295,7 +317,7 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     with connect(n_workers=max(plan.workers) + servers) as handle:
         if plan.warm_up:
             _warm_up(base, handle, max(plan.workers))
-        grid = _exchange_grid(base, handle, plan.workers)
+        grid = _exchange_grid(base, handle, plan.workers, plan.ddp_pairs)
         runs = _adass_runs(base, handle, plan)
     adass = _adass_summary(runs)
     text = _header(plan, time.perf_counter() - start, load)
