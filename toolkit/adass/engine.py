@@ -38,11 +38,6 @@ class Agreement:
         torch.distributed.all_reduce(t, group=self.group)
         return int(t.item())
 
-    def max_int(self, value: int) -> int:
-        t = torch.tensor([int(value)], dtype=torch.int64)
-        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=self.group)
-        return int(t.item())
-
     def sum_float(self, value: float) -> float:
         t = torch.tensor([float(value)], dtype=torch.float64)
         torch.distributed.all_reduce(t, group=self.group)
@@ -171,10 +166,10 @@ class ReplicaEngine:
         self.selection = self.sampler.select(epoch)
         return len(self.selection)
 
-    def steps_for(self, total: int) -> int:
-        """Steps of an epoch in which the replicas keep ``total`` samples together: as many as one
-        process would take with the global batch."""
-        return math.ceil(total / self.batch_size)
+    def agree_steps(self, epoch: int, agreement: Agreement) -> int:
+        """Choose this epoch's samples, then agree with the other replicas on the epoch's steps: as
+        many as one process would take with the global batch over all replicas' kept samples."""
+        return math.ceil(agreement.sum_int(self.select(epoch)) / self.batch_size)
 
     def batch(self, s: int, steps: int) -> slice:
         """Where local batch ``s`` of ``steps`` lies in this replica's selection: the selection is

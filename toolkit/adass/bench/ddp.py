@@ -100,7 +100,7 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
             for group in engine.optimizer.param_groups:
                 group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
             start = time.perf_counter()
-            steps = engine.steps_for(agreement.sum_int(engine.select(epoch)))
+            steps = engine.agree_steps(epoch, agreement)
             order = engine.selection.indices
             for s in range(steps):
                 idx = order[engine.batch(s, steps)]

@@ -82,9 +82,8 @@ class Replica(_Member):
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps."""
 
         def work() -> dict[str, int]:
-            kept = self.engine.select(epoch)
-            total = self.engine.agreement.sum_int(kept)
-            return {"kept": kept, "steps": self.engine.steps_for(total)}
+            steps = self.engine.agree_steps(epoch, self.engine.agreement)
+            return {"kept": len(self.engine.selection), "steps": steps}
 
         return await asyncio.to_thread(work)
 

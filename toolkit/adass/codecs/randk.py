@@ -89,8 +89,7 @@ class RandomK(Sparsifier):
         k = values.numel()
         if k:
             gain = n / k if self.scale else 1.0
-            scaled = values.to(torch.float32) * gain if gain != 1.0 else values.to(torch.float32)
-            out.index_copy_(0, self.indices(n, key, values.device), scaled)
+            out.index_copy_(0, self.indices(n, key, values.device), values.to(torch.float32) * gain)
         return out
 
     def bytes_per_value(self) -> float:
