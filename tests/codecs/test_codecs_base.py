@@ -1,12 +1,17 @@
-"""Seeded randomness: shared streams ignore rank and hop, per-rank streams do not."""
+"""Seeded randomness (shared streams ignore rank and hop, per-rank streams do not), payload sizes,
+and decoding into a given tensor."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
+from codec_cases import ALL_SPECS, chunk
 
-from adass.codecs import ChunkKey, Payload, generator_for, stable_seed
+from adass.codecs import ChunkKey, Payload, generator_for, make_codec, stable_seed
+from adass.codecs.base import seed_for
+from adass.codecs.qsgd import QSGD, random_words
 
 
 def draws(key: ChunkKey, salt: str = "", shared: bool = True) -> torch.Tensor:
@@ -35,3 +40,45 @@ def test_shared_and_per_rank_streams() -> None:
 def test_payload_sizes() -> None:
     payload = Payload({"a": torch.zeros(3, dtype=torch.uint8), "b": torch.zeros(2)}, 10, {}, 5)
     assert payload.nbytes == 3 + 8 + 5 and payload.raw_bytes == 40
+
+
+def test_seed_for_is_the_seed_of_generator_for() -> None:
+    key = ChunkKey(seed=1, step=2, chunk=3, rank=4, hop=5)
+    for shared in (True, False):
+        gen = torch.Generator().manual_seed(seed_for(key, "q", shared=shared))
+        assert torch.equal(torch.rand(8, generator=gen), draws(key, "q", shared=shared))
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_decode_into_writes_the_bits_of_decode(spec: str, key: ChunkKey) -> None:
+    codec = make_codec(spec)
+    x = chunk(1000, seed=5)
+    payload = codec.encode(x, key)
+    host = torch.full((1200,), float("nan"))
+    codec.decode_into(payload, host[100:1100])  # a slice of a larger tensor, like a ring's output
+    assert torch.equal(host[100:1100], codec.decode(payload))
+    assert torch.isnan(host[:100]).all() and torch.isnan(host[1100:]).all()
+
+
+def test_decode_into_of_a_summed_and_of_a_tiny_payload() -> None:
+    codec = QSGD(bits=4, bucket=64, shared=True)
+    xs = [chunk(500, seed=s) for s in range(3)]
+    scale = torch.stack([codec.local_scale(x) for x in xs]).amax(0)
+    total = None
+    for rank, x in enumerate(xs):
+        p = codec.encode(x, ChunkKey(seed=0, step=0, chunk=0, rank=rank), scale=scale)
+        total = p if total is None else codec.add(total, p)
+    tiny = QSGD(bits=8, bucket=50).encode(torch.full((100,), 1e-40), ChunkKey(0, 0, 0))  # float64 path
+    for payload, c in ((total, codec), (tiny, QSGD(bits=8, bucket=50))):
+        out = torch.empty(payload.numel)
+        c.decode_into(payload, out)
+        assert torch.equal(out, c.decode(payload))
+
+
+def test_random_words_repeat_by_seed_and_cover_all_bits() -> None:
+    cpu = torch.device("cpu")
+    a, b = random_words(4096, 11, cpu), random_words(4096, 12, cpu)
+    assert a.dtype == torch.int64 and torch.equal(a, random_words(4096, 11, cpu))
+    assert not torch.equal(a, b) and random_words(0, 11, cpu).shape == (0,)
+    bits = torch.stack([(a >> i) & 1 for i in range(64)])  # every bit is set about half the time
+    assert torch.all((bits.float().mean(1) - 0.5).abs() < 0.04)

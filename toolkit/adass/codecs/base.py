@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ChunkKey", "Codec", "Payload", "as_chunk", "generator_for", "stable_seed"]
+__all__ = ["ChunkKey", "Codec", "Payload", "as_chunk", "generator_for", "seed_for", "stable_seed"]
 
 
 @dataclass(frozen=True)
@@ -67,11 +67,15 @@ def generator_for(
         False: also seeded by ``key.rank`` and ``key.hop``, so independent across workers and hops.
     """
     gen = torch.Generator(device=device)
-    if shared:
-        gen.manual_seed(stable_seed(key.seed, key.step, key.chunk, salt))
-    else:
-        gen.manual_seed(stable_seed(key.seed, key.step, key.chunk, salt, "rank", key.rank, key.hop))
+    gen.manual_seed(seed_for(key, salt, shared))
     return gen
+
+
+def seed_for(key: ChunkKey, salt: str = "", shared: bool = True) -> int:
+    """The 63-bit seed behind ``generator_for(key, salt, shared=shared)``."""
+    if shared:
+        return stable_seed(key.seed, key.step, key.chunk, salt)
+    return stable_seed(key.seed, key.step, key.chunk, salt, "rank", key.rank, key.hop)
 
 
 def as_chunk(x: torch.Tensor) -> torch.Tensor:

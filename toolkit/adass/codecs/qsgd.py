@@ -29,10 +29,11 @@ narrowest integer type (uint8 up to 8 bits) and compute in float32 wherever that
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..registry import Param
-from .base import ChunkKey, Codec, Payload, as_chunk, generator_for
+from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
 from .packing import bits_for, code_dtype, pack_bits, unpack_bits
 from .spec import CODECS, canonical
 
@@ -53,20 +54,31 @@ PARAMS = {
 _LANE = 2.0**-16  # resolution of the rounding draws: 16 random bits per value
 
 
-def uniform_offsets(
-    n: int, offset: float, dtype: torch.dtype, gen: torch.Generator, device: torch.device
-) -> torch.Tensor:
-    """``n`` draws ``offset + u`` with ``u`` uniform on the midpoints ``(j + 1/2) / 2**16`` of
-    ``[0, 1)``, as ``dtype``.
+def random_words(count: int, seed: int, device: torch.device) -> torch.Tensor:
+    """``count`` int64 words with all 64 bits uniform, a function of ``seed`` and the device type.
 
-    The draws are 16-bit lanes of full-range 64-bit integers from ``gen``: four values per call
-    of the generator instead of one, which makes them about three times cheaper than
-    ``torch.rand``. Rounding ``floor(v + u)`` with them goes up with a chance within ``2**-17``
-    of ``frac(v)``, plus half an ulp of ``v`` for the rounding of the sum ``v + u`` (``2**-17``
-    for levels below 256 in float32).
+    On the CPU they come from numpy's SFC64, which measured 2.5x faster here than the Mersenne
+    Twister behind ``torch.Generator`` (0.47 ms against 1.16 ms for 256Ki words); on other devices
+    from a torch generator there.
     """
-    words = torch.empty(-(-n // 4), dtype=torch.int64, device=device)
-    words.random_(-(2**63), None, generator=gen)  # all 64 bits uniform
+    if device.type == "cpu" and count > 0:  # (numpy's empty array would come with stride 0)
+        return torch.from_numpy(np.random.SFC64(seed).random_raw(count).view(np.int64))
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return torch.empty(count, dtype=torch.int64, device=device).random_(-(2**63), None, generator=gen)
+
+
+def uniform_offsets(n: int, offset: float, dtype: torch.dtype, seed: int, device: torch.device) -> torch.Tensor:
+    """``n`` draws ``offset + u`` with ``u`` uniform on the midpoints ``(j + 1/2) / 2**16`` of
+    ``[0, 1)``, as ``dtype``, from ``seed``.
+
+    The draws are 16-bit lanes of full-range 64-bit words (``random_words``): four values per
+    word instead of one, which makes them several times cheaper than ``torch.rand``. Rounding
+    ``floor(v + u)`` with them goes up with a chance within ``2**-17`` of ``frac(v)``, plus half an
+    ulp of ``v`` for the rounding of the sum ``v + u`` (``2**-17`` for levels below 256 in float32;
+    QSGD computes wider codes in float64).
+    """
+    words = random_words(-(-n // 4), seed, torch.device(device))
     lanes = words.view(torch.int16)[:n]  # uniform on [-2**15, 2**15)
     out = torch.empty(n, dtype=dtype, device=device)
     out.copy_(lanes)
@@ -133,7 +145,7 @@ class QSGD(Codec):
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
         """Quantize ``x``; with ``scale`` (``(buckets,)``, e.g. the agreed max) use it instead of
         the local one. Values beyond the scale are clipped to it. The rounding draws come from
-        ``generator_for(key, "qsgd", shared=False)``: independent across ranks and hops."""
+        ``seed_for(key, "qsgd", shared=False)``: independent across ranks and hops."""
         x = as_chunk(x)
         n, nb = x.numel(), self.buckets(x.numel())
         if scale is None:
@@ -145,10 +157,12 @@ class QSGD(Codec):
         # stochastic rounding as one floor: code = floor(x * gain + L/2 + u), u uniform on [0, 1),
         # rounds the level x * gain + L/2 in [0, L] up with chance equal to its fractional part
         # (an all-zero bucket, M = 0, has x = 0 and any gain)
-        half, work = self.levels / 2, self._math_dtype(scale, self.levels)
+        # float32 rounds v + u to half an ulp of v: 2**-17 below 256; wider codes (levels up to
+        # 2**16) would lose most of u's 16 bits, so they compute in float64
+        half = self.levels / 2
+        work = torch.float64 if self.levels > 256 else self._math_dtype(scale, self.levels)
         gain = half / torch.where(scale > 0, scale, torch.ones_like(scale)).to(work)
-        gen = generator_for(key, "qsgd", device=x.device, shared=False)
-        level = uniform_offsets(n, half, work, gen, x.device)
+        level = uniform_offsets(n, half, work, seed_for(key, "qsgd", shared=False), x.device)
         parts = zip(self._rows_of(x), self._rows_of(level), self._parts_of(gain, n), strict=True)
         for src, dst, g in parts:  # (rows, bucket) times (rows, 1): no padded copy
             dst.addcmul_(src, g[:, None])
@@ -197,14 +211,26 @@ class QSGD(Codec):
         """``M * (2U - count*L) / L`` per value: ``U - count*L/2`` is exact, then one multiply by
         ``2M/L`` (rounded once), in the type of ``_math_dtype``: float32 results are within two
         float32 ulps of the exact value, and exactly zero where the codes centre."""
+        exact = self._math_dtype(payload.tensors["scales"], payload.header["count"] * self.levels)
+        out = torch.empty(payload.numel, dtype=exact, device=payload.tensors["scales"].device)
+        self._decode_to(payload, out)
+        return out.to(torch.float32)
+
+    def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
+        """``decode`` written straight into ``out`` where it computes in float32 (the same bits)."""
+        exact = self._math_dtype(payload.tensors["scales"], payload.header["count"] * self.levels)
+        if exact != torch.float32 or out.dtype != torch.float32 or not out.is_contiguous():
+            out.copy_(self.decode(payload))
+            return
+        self._decode_to(payload, out)
+
+    def _decode_to(self, payload: Payload, out: torch.Tensor) -> None:
         n, total = payload.numel, payload.header["count"] * self.levels
         width, scale = payload.header["bits"], payload.tensors["scales"]
-        exact = self._math_dtype(scale, total)
-        spacing = (scale.to(torch.float64) * (2 / self.levels)).to(exact)
-        out = self.codes(payload, code_dtype(width)).to(exact).sub_(total / 2)  # U - count*L/2
+        spacing = (scale.to(torch.float64) * (2 / self.levels)).to(out.dtype)
+        out.copy_(self.codes(payload, code_dtype(width))).sub_(total / 2)  # U - count*L/2
         for rows, d in zip(self._rows_of(out), self._parts_of(spacing, n), strict=True):
             rows.mul_(d[:, None])
-        return out.to(torch.float32)
 
     def add(self, a: Payload, b: Payload) -> Payload:
         """Sum of two shared-scale payloads: integer codes add, the width grows as needed."""
