@@ -89,6 +89,11 @@ def _timed(fn, x: torch.Tensor) -> float:
     return _slowest(time.perf_counter() - start)
 
 
+def _in_place(exchange):
+    """One reduce of ``w`` into itself, the call both loopback parts time."""
+    return lambda w: exchange.reduce(w, out=w)
+
+
 def loopback_worker(
     rank: int, world: int, sizes_mb: list[float], repeats: int, throttled_repeats: int
 ) -> list[dict]:
@@ -102,11 +107,11 @@ def loopback_worker(
     ring = make_exchange("ring", GlooTransport(tag_base=0), "fp32")
     for mb in sizes_mb:
         x = torch.randn(int(mb * 1e6 / 4), generator=torch.Generator().manual_seed(rank))
-        _timed(lambda w: ring.reduce(w, out=w), x)  # warm-up: first-touch of buffers
+        _timed(_in_place(ring), x)  # warm-up: first-touch of buffers
         _timed(dist.all_reduce, x)
         ours, theirs = [], []
         for _ in range(repeats):
-            ours.append(_timed(lambda w: ring.reduce(w, out=w), x))
+            ours.append(_timed(_in_place(ring), x))
             theirs.append(_timed(dist.all_reduce, x))
         paired = statistics.median(t / o for o, t in zip(ours, theirs, strict=True))  # pairs share the load
         rows.append({"part": "loopback", "workers": world, "size_mb": mb, "codec": "fp32",
@@ -118,12 +123,12 @@ def loopback_worker(
                 for i, codec in enumerate(THROTTLED)}  # fmt: skip
         wire = {}
         for codec, exchange in slow.items():
-            _timed(lambda w, step=exchange.reduce: step(w, out=w), x)
+            _timed(_in_place(exchange), x)
             wire[codec] = sum(r.wire_bytes for r in exchange.traffic())
         times: dict[str, list[float]] = {codec: [] for codec in slow}
         for _ in range(throttled_repeats):
             for codec, exchange in slow.items():
-                times[codec].append(_timed(lambda w, step=exchange.reduce: step(w, out=w), x))
+                times[codec].append(_timed(_in_place(exchange), x))
         for codec in slow:
             speedup = statistics.median(f / t for f, t in zip(times["fp32"], times[codec], strict=True))
             rows.append({"part": "throttled", "workers": world, "size_mb": mb, "codec": codec,

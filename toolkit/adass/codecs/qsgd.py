@@ -211,18 +211,23 @@ class QSGD(Codec):
         """``M * (2U - count*L) / L`` per value: ``U - count*L/2`` is exact, then one multiply by
         ``2M/L`` (rounded once), in the type of ``_math_dtype``: float32 results are within two
         float32 ulps of the exact value, and exactly zero where the codes centre."""
-        exact = self._math_dtype(payload.tensors["scales"], payload.header["count"] * self.levels)
-        out = torch.empty(payload.numel, dtype=exact, device=payload.tensors["scales"].device)
-        self._decode_to(payload, out)
-        return out.to(torch.float32)
+        return self._decoded(payload, self._decode_dtype(payload)).to(torch.float32)
 
     def decode_into(self, payload: Payload, out: torch.Tensor) -> None:
         """``decode`` written straight into ``out`` where it computes in float32 (the same bits)."""
-        exact = self._math_dtype(payload.tensors["scales"], payload.header["count"] * self.levels)
-        if exact != torch.float32 or out.dtype != torch.float32 or not out.is_contiguous():
-            out.copy_(self.decode(payload))
-            return
+        exact = self._decode_dtype(payload)
+        if exact == torch.float32 and out.dtype == torch.float32 and out.is_contiguous():
+            self._decode_to(payload, out)
+        else:
+            out.copy_(self._decoded(payload, exact))
+
+    def _decode_dtype(self, payload: Payload) -> torch.dtype:
+        return self._math_dtype(payload.tensors["scales"], payload.header["count"] * self.levels)
+
+    def _decoded(self, payload: Payload, exact: torch.dtype) -> torch.Tensor:
+        out = torch.empty(payload.numel, dtype=exact, device=payload.tensors["scales"].device)
         self._decode_to(payload, out)
+        return out
 
     def _decode_to(self, payload: Payload, out: torch.Tensor) -> None:
         n, total = payload.numel, payload.header["count"] * self.levels
