@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.gloo import GlooTransport
+from adass.exchange.transport import Transfer, Transport
 
 CODECS = [
     "fp32",
@@ -74,6 +75,27 @@ def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int,
         assert not in_place or result.data_ptr() == x.data_ptr()
         out.append({"out": result, "wire": sum(r.wire_bytes for r in exchange.traffic())})
     return out
+
+
+VALUES_META = Transfer("reduce_scatter", hop=1, chunk=2, step=3)
+
+
+def values_between(transport: Transport, peer: int) -> dict | None:
+    """Rank 0 sends ten agreed float32 values (standing for 8 dense ones) with ``isend_values``;
+    rank 1 receives them with ``irecv_values``; the receiver returns what it saw."""
+    if transport.rank == 0:
+        transport.isend_values(peer, torch.arange(10, dtype=torch.float32), 8, VALUES_META).wait()
+        return None
+    into = torch.full((10,), -1.0)
+    got = transport.irecv_values(peer, into, 8, VALUES_META).wait()
+    records = transport.log.drain()
+    return {"values": got.tensors["values"].tolist(), "into": into.tolist(), "numel": got.numel,
+            "records": [(r.phase, r.hop, r.chunk, r.step, r.raw_bytes, r.wire_bytes) for r in records]}  # fmt: skip
+
+
+def values_over_gloo(rank: int, world: int) -> dict | None:
+    """In a spawned process: :func:`values_between` over gloo."""
+    return values_between(GlooTransport(), 1 - rank)
 
 
 def fails(rank: int, world: int) -> None:

@@ -14,9 +14,11 @@ from exchange_cases import (
     lossy_over_gloo,
     ring_against_all_reduce,
     steps_over_gloo,
+    values_between,
+    values_over_gloo,
 )
 
-from adass.exchange import simulate
+from adass.exchange import InProcHub, simulate
 from adass.exchange.launch import run_processes
 
 
@@ -79,4 +81,20 @@ def test_steps_with_changing_counts_over_gloo_match_the_simulator() -> None:
 def test_a_failing_rank_is_reported_and_nothing_is_left_running() -> None:
     with pytest.raises(RuntimeError, match="deliberate failure"):
         run_processes(fails, 2, timeout_s=60)
+    assert multiprocessing.active_children() == []
+
+
+def test_agreed_values_arrive_with_their_records() -> None:
+    # gloo receives into the posted buffer; in process the payload arrives by reference
+    hub = InProcHub(2)
+    senders = [hub.transport(0), hub.transport(1)]
+    assert values_between(senders[0], 1) is None
+    inproc = values_between(senders[1], 0)
+    real = run_processes(values_over_gloo, 2, timeout_s=60)[1]
+    expected = [float(v) for v in range(10)]
+    record = ("reduce_scatter", 1, 2, 3, 32, 40)  # raw: 8 dense values; wire: the 10 sent
+    for got in (inproc, real):
+        assert got["values"] == expected and got["numel"] == 8
+        assert got["records"] == [record]
+    assert real["into"] == expected
     assert multiprocessing.active_children() == []

@@ -104,6 +104,24 @@ class _Recv(RecvHandle):
         return frame
 
 
+class _RecvValues(RecvHandle):
+    """A receive of one agreed tensor, posted straight into its destination (no frame)."""
+
+    def __init__(
+        self, transport: GlooTransport, src: int, into: torch.Tensor, numel: int, meta: Transfer
+    ) -> None:
+        super().__init__(transport._queue(src))
+        self.transport, self.src, self.values, self.numel, self.meta = transport, src, into, numel, meta
+        self.posted_at = time.time()
+        self.work = transport._post_recv(into, src, transport.tag_body)
+
+    def _complete(self) -> Payload:
+        self.work.wait()
+        payload = Payload({"values": self.values}, self.numel)
+        self.transport._deliver(self.src, payload, self.meta, self.posted_at, time.time())
+        return payload
+
+
 class GlooTransport(Transport):
     """One process's endpoint in a torch.distributed process group (gloo).
 
@@ -139,17 +157,16 @@ class GlooTransport(Transport):
         super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle)
         self.segment_bytes = segment_bytes
         self.tag_head, self.tag_overflow, self.tag_body = tag_base + 1, tag_base + 2, tag_base + 3
+        # the process group itself: its send/recv take ranks within the group and skip the checks
+        # of torch.distributed's wrappers, which cost more than a small message's bytes
+        self._pg = group if group is not None else dist.group.WORLD
 
     def _post_recv(self, tensor: torch.Tensor, src: int, tag: int):
-        if self.group is None:
-            return dist.irecv(tensor, src=src, tag=tag)
-        return dist.irecv(tensor, group=self.group, tag=tag, group_src=src)
+        return self._pg.recv([tensor], src, tag)
 
     def _post_send(self, tensor: torch.Tensor, dst: int, tag: int):
         self.log.wire_messages += 1
-        if self.group is None:
-            return dist.isend(tensor, dst=dst, tag=tag)
-        return dist.isend(tensor, group=self.group, tag=tag, group_dst=dst)
+        return self._pg.send([tensor], dst, tag)
 
     def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
               joined: bool = False) -> SendHandle:  # fmt: skip
@@ -179,3 +196,15 @@ class GlooTransport(Transport):
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
               expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
         return _Recv(self, src, like, into, expect, joined)
+
+    def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
+        if not 0 <= dst < self.world or dst == self.rank:
+            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
+        self.log.sent_bytes += values.numel() * values.element_size()
+        self.log.sent_messages += 1
+        return _Sent([self._post_send(values, dst, self.tag_body)], [values])
+
+    def irecv_values(self, src: int, into: torch.Tensor, numel: int, meta: Transfer) -> RecvHandle:
+        if not into.is_contiguous():
+            raise ValueError(f"rank {self.rank}: a receive buffer must be contiguous")
+        return _RecvValues(self, src, into, numel, meta)

@@ -230,7 +230,7 @@ class RingExchange(Exchange):
         right = (self.rank + 1) % self.transport.world
         meta = self._meta(phase, hop, piece.chunk)
         if policy.agreed:
-            return self.transport.isend(right, payload, meta, framed=False)
+            return self.transport.isend_values(right, payload.tensors["values"], payload.numel, meta)
         joined = self._layouts.joined((phase, hop, piece.pid), payload)
         return self.transport.isend(right, payload, meta, joined=joined)
 
@@ -238,11 +238,12 @@ class RingExchange(Exchange):
         """Post the receive of ``piece`` at ``hop`` of ``phase``, with its layout where known."""
         left = (self.rank - 1) % self.transport.world
         if policy.agreed:
-            like = policy.like(piece) if phase == _RS else policy.gather_like(piece)
+            meta = self._meta(phase, hop, piece.chunk)
             into = policy.reduce_buffer(piece) if phase == _RS else policy.gather_buffer(piece, out)
-            return self.transport.irecv(
-                left, like=like, into=into, expect=self._meta(phase, hop, piece.chunk)
-            )
+            if into is not None:
+                return self.transport.irecv_values(left, into[0], piece.numel, meta)
+            like = policy.like(piece) if phase == _RS else policy.gather_like(piece)
+            return self.transport.irecv(left, like=like, expect=meta)
         like = self._layouts.expected((phase, hop, piece.pid))
         return self.transport.irecv(left, like=like, joined=like is not None)
 

@@ -188,6 +188,21 @@ class Transport(ABC):
         they were sent).
         """
 
+    def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
+        """Send one contiguous tensor as it is, for a receive posted with :meth:`irecv_values`.
+
+        Both sides know the transfer (size, dtype and ``meta``), so nothing describes it on the
+        wire; ``numel`` is the dense length it stands for (the records' raw bytes). Copying
+        transports may override this and :meth:`irecv_values` with a leaner route.
+        """
+        return self.isend(dst, Payload({"values": values}, numel), meta, framed=False)
+
+    def irecv_values(self, src: int, into: torch.Tensor, numel: int, meta: Transfer) -> RecvHandle:
+        """Receive what :meth:`isend_values` sends, straight into ``into`` (contiguous, the sent
+        size and dtype); ``wait`` returns a payload whose ``values`` hold the bytes received (in
+        ``into`` where the transport copies)."""
+        return self.irecv(src, like=Payload({"values": into}, numel), into=[into], expect=meta)
+
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
         """Send and wait."""
         self.isend(dst, payload, meta).wait()
