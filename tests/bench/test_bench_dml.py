@@ -23,6 +23,16 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
     assert set(ours["exchange"]) == {dml.RING, dml.PS, dml.QSGD_RING}
     assert ours["comm_share"].between(0, 1).all() and (ours["step_ms"] > 0).all()
 
+    # ring rows against PS: the paired fp32 row a median of per-round ratios, the others plain ratios
+    on_ring = ours["exchange"].isin([dml.RING, dml.QSGD_RING])
+    assert (ours.loc[on_ring, "epoch_vs_ps"] > 0).all() and ours.loc[~on_ring, "epoch_vs_ps"].isna().all()
+    assert grid.loc[grid["exchange"] == dml.DDP, "epoch_vs_ps"].isna().all()
+    ps = ours[ours["exchange"] == dml.PS].set_index(["workers", "codec", "link"])["epoch_s"]
+    for row in ours[on_ring].itertuples(index=False):
+        if (row.codec, row.link) != ("fp32", "none"):
+            assert abs(row.epoch_vs_ps - row.epoch_s / ps[(row.workers, row.codec, row.link)]) < 1e-9
+    assert "ring epoch time below PS's" in printed and "median of paired runs" in printed
+
     # the same run: traffic follows the codec, and a lossless ring matches DDP's arithmetic
     by = ours[ours["link"] == "none"].set_index(["exchange", "codec"])
     fp32 = by.loc[(dml.RING, "fp32")]

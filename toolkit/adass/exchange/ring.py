@@ -185,14 +185,18 @@ class RingExchange(Exchange):
                 with clock.decoding:
                     policy.place(p, final, out)
             return
-        # every receive is posted now: a receive posted while data flows on its link waits for it
-        pending = [[(p, self._post(policy, _RS, s, p, out)) for p in layout.pieces[(r - s - 2) % world]]
-                   for s in range(world - 1)]  # fmt: skip
+        # Receives are posted early, so data lands in place as it comes. With two ranks, though,
+        # both directions share one gloo pair (one socket, one lock): a receive posted first makes
+        # the send behind it wait while the peer's data is read, so there the sends go out first.
+        sends_first = world == 2
+        pending = None if sends_first else self._post_reduce_scatter(layout, policy, out)
         sends = []
         for p in layout.pieces[(r - 1) % world]:
             with clock.encoding:
                 first = policy.first(p)
             sends.append(self._send(policy, first, _RS, 0, p))
+        if pending is None:
+            pending = self._post_reduce_scatter(layout, policy, out)
         with clock.encoding:  # this rank's own work for later hops, while hop 0 is on the link
             for hop in pending:
                 for p, _ in hop:
@@ -201,9 +205,8 @@ class RingExchange(Exchange):
         finals: list[tuple[Piece, Payload]] = []
         for s in range(world - 1):
             last = s == world - 2
-            if last:  # every chunk the all-gather writes into has been read by now
-                gathers = [(g, p, self._post(policy, _AG, g, p, out))
-                           for g in range(world - 1) for p in layout.pieces[(r - g - 1) % world]]  # fmt: skip
+            if last and not sends_first:  # every chunk the all-gather writes into has been read by now
+                gathers = self._post_all_gather(layout, policy, out)
             for p, handle in pending[s]:
                 received = self._arrived(policy, _RS, s, p, handle)
                 with clock.encoding:
@@ -213,6 +216,10 @@ class RingExchange(Exchange):
                 )
                 if last:
                     finals.append((p, sent))
+                    if not gathers:  # after this rank's first final went out
+                        gathers = self._post_all_gather(layout, policy, out)
+        if sends_first and not finals:  # this rank owns an empty chunk: nothing went out first
+            gathers = self._post_all_gather(layout, policy, out)
         with clock.decoding:
             for p, final in finals:
                 policy.place(p, final, out)
@@ -224,6 +231,20 @@ class RingExchange(Exchange):
                 policy.place(p, received, out)
         for h in sends:
             h.wait()
+
+    def _post_reduce_scatter(self, layout: ChunkLayout, policy: Policy,
+                             out: torch.Tensor) -> list[list[tuple[Piece, RecvHandle]]]:  # fmt: skip
+        """Post every reduce-scatter receive: per hop, the pieces of the chunk arriving then."""
+        world, r = self.transport.world, self.rank
+        return [[(p, self._post(policy, _RS, s, p, out)) for p in layout.pieces[(r - s - 2) % world]]
+                for s in range(world - 1)]  # fmt: skip
+
+    def _post_all_gather(self, layout: ChunkLayout, policy: Policy,
+                         out: torch.Tensor) -> list[tuple[int, Piece, RecvHandle]]:  # fmt: skip
+        """Post every all-gather receive, once the chunks they write into have been read."""
+        world, r = self.transport.world, self.rank
+        return [(g, p, self._post(policy, _AG, g, p, out))
+                for g in range(world - 1) for p in layout.pieces[(r - g - 1) % world]]  # fmt: skip
 
     def _send(self, policy: Policy, payload: Payload, phase: str, hop: int, piece: Piece) -> SendHandle:
         """Send ``payload`` of ``piece`` at ``hop`` of ``phase`` to the right neighbour."""
