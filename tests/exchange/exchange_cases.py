@@ -46,14 +46,18 @@ def weighted_mean(gs: list[torch.Tensor], counts: list[float] | None) -> torch.T
 
 
 def ring_against_all_reduce(rank: int, world: int, sizes: list[int], segment_bytes: int) -> dict:
-    """In a spawned process: the ring's fp32 mean and torch's all_reduce mean, per size."""
+    """In a spawned process: the ring's fp32 mean, the same reduced in place (``out=x``, as
+    replicas call it) and torch's all_reduce mean, per size."""
     out = {}
     ring = make_exchange("ring", GlooTransport(segment_bytes=segment_bytes), "fp32", seed=1)
     for n in sizes:
         x = grads(world, n, seed=n)[rank]
         reference = x.clone()
         dist.all_reduce(reference)
-        out[n] = (ring.reduce(x), reference / world)
+        mean = ring.reduce(x)
+        in_place = x.clone()
+        ring.reduce(in_place, out=in_place)
+        out[n] = (mean, reference / world, in_place)
     return out
 
 

@@ -22,14 +22,15 @@ from adass.exchange import InProcHub, simulate
 from adass.exchange.launch import run_processes
 
 
-def test_ring_equals_torch_all_reduce() -> None:
+@pytest.mark.parametrize("world", [2, 3])
+def test_ring_equals_torch_all_reduce(world: int) -> None:
     sizes = [0, 1, 7, 1000, 5001]
-    results = run_processes(ring_against_all_reduce, 3, (sizes, 4096), timeout_s=90)
+    results = run_processes(ring_against_all_reduce, world, (sizes, 4096), timeout_s=90)
     for n in sizes:
         ours = [r[n][0] for r in results]
-        for rank, (mine, reference) in enumerate(r[n] for r in results):
+        for rank, (mine, reference, in_place) in enumerate(r[n] for r in results):
             np.testing.assert_allclose(mine, reference, rtol=1e-6, atol=1e-6, err_msg=f"n={n}, rank {rank}")
-            assert np.array_equal(mine, ours[0])
+            assert np.array_equal(mine, ours[0]) and np.array_equal(in_place, mine), (n, rank)
     assert multiprocessing.active_children() == []
 
 

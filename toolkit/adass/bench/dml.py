@@ -86,7 +86,7 @@ class Plan:
 
 
 FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=128", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), 3, True)  # fmt: skip
+            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), 5, True)  # fmt: skip
 QUICK = Plan({"data": "synthetic:n=480,d=8,classes=3,test=120", "model": "mlp:hidden=16", "batch_size": 32,
               "lr": 0.1, "epochs": 1},
              (2,), "adass:eps=0.3,warmup=0,final=0", 2, (0, 1), 1, False)  # fmt: skip
