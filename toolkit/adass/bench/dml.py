@@ -167,8 +167,8 @@ def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, .
         ddp, ring, ps = [], [], []
         for _ in range(pairs):
             ddp.append(_measure_ddp(base, handle, p))
-            ring.append(_measure_arm(base, handle, p, RING, "fp32", "none"))
-            ps.append(_measure_arm(base, handle, p, PS, "fp32", "none"))
+            ring.append(_measure_arm(base, handle, p, *paired[0]))
+            ps.append(_measure_arm(base, handle, p, *paired[1]))
         step_ratio = statistics.median(r["step_ms"] / d["step_ms"] for d, r in zip(ddp, ring, strict=True))
         epoch_ratio = statistics.median(r["epoch_s"] / q["epoch_s"] for r, q in zip(ring, ps, strict=True))
         rows += [{**_middle(ddp), "step_vs_ddp": 1.0},
@@ -178,12 +178,10 @@ def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, .
     table = pd.DataFrame(rows)
     ddp_ms = table[table["exchange"] == DDP].set_index("workers")["step_ms"]
     table["step_vs_ddp"] = table["step_vs_ddp"].fillna(table["step_ms"] / table["workers"].map(ddp_ms))
-    ps_epoch = table[table["exchange"] == PS].set_index(["workers", "codec", "link"])["epoch_s"]
+    setting = ["workers", "codec", "link"]
+    ps_epoch = table[table["exchange"] == PS].set_index(setting)["epoch_s"]
+    plain = table["epoch_s"] / ps_epoch.reindex(pd.MultiIndex.from_frame(table[setting])).to_numpy()
     on_ring = table["exchange"].isin([RING, QSGD_RING])
-    same_ps = pd.MultiIndex.from_frame(table[["workers", "codec", "link"]])
-    plain = pd.Series(table["epoch_s"].to_numpy() / ps_epoch.reindex(same_ps).to_numpy(), index=table.index)
-    if "epoch_vs_ps" not in table:
-        table["epoch_vs_ps"] = float("nan")
     table["epoch_vs_ps"] = table["epoch_vs_ps"].fillna(plain.where(on_ring))
     return table[COLUMNS]
 

@@ -170,8 +170,7 @@ class GlooTransport(Transport):
 
     def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
               joined: bool = False) -> SendHandle:  # fmt: skip
-        if not 0 <= dst < self.world or dst == self.rank:
-            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
+        self._check_peer(dst)
         works, keep = [], []
         if framed or joined:
             sent_at, not_before = self._stamp(payload)
@@ -190,7 +189,7 @@ class GlooTransport(Transport):
         for body in bodies:
             works.append(self._post_send(body, dst, self.tag_body))
             keep.append(body)
-        self.log.sent(payload)
+        self.log.sent(payload.nbytes)
         return _Sent(works, keep)
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
@@ -198,10 +197,8 @@ class GlooTransport(Transport):
         return _Recv(self, src, like, into, expect, joined)
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
-        if not 0 <= dst < self.world or dst == self.rank:
-            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
-        self.log.sent_bytes += values.numel() * values.element_size()
-        self.log.sent_messages += 1
+        self._check_peer(dst)
+        self.log.sent(values.numel() * values.element_size())
         return _Sent([self._post_send(values, dst, self.tag_body)], [values])
 
     def irecv_values(self, src: int, into: torch.Tensor, numel: int, meta: Transfer) -> RecvHandle:

@@ -101,11 +101,10 @@ class InProcTransport(Transport):
 
     def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
               joined: bool = False) -> SendHandle:  # fmt: skip
-        if not 0 <= dst < self.world or dst == self.rank:
-            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
+        self._check_peer(dst)
         sent_at, not_before = self._stamp(payload)
         self.hub.put(self.rank, dst, _Envelope(payload, meta, sent_at, not_before))
-        self.log.sent(payload)
+        self.log.sent(payload.nbytes)
         return _Sent()
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,

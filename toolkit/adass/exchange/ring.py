@@ -164,10 +164,9 @@ class RingExchange(Exchange):
         world, r, t = self.transport.world, self.rank, self.transport
         if world == 1 or scales.numel() == 0:
             return scales
-        mine = Payload({"values": scales}, numel=scales.numel())
-        meta = self._meta("scale", 0, 0)
-        recvs = [t.irecv(src, like=mine, expect=meta) for src in range(world) if src != r]
-        sends = [t.isend(dst, mine, meta, framed=False) for dst in range(world) if dst != r]
+        n, meta = scales.numel(), self._meta("scale", 0, 0)
+        recvs = [t.irecv_values(src, torch.empty_like(scales), n, meta) for src in range(world) if src != r]
+        sends = [t.isend_values(dst, scales, n, meta) for dst in range(world) if dst != r]
         agreed = scales.clone()
         for handle in recvs:
             torch.maximum(agreed, handle.wait().tensors["values"], out=agreed)
@@ -185,10 +184,11 @@ class RingExchange(Exchange):
                 with clock.decoding:
                     policy.place(p, final, out)
             return
-        # Receives are posted early, so data lands in place as it comes. With two ranks, though,
-        # both directions share one gloo pair (one socket, one lock): a receive posted first makes
-        # the send behind it wait while the peer's data is read, so there the sends go out first.
-        sends_first = world == 2
+        # Receives are posted early, so data lands in place as it comes. Where the left and right
+        # neighbours are one rank (P = 2), though, both directions share one link (on gloo one
+        # pair: one socket, one lock), and a receive posted first makes the send behind it wait
+        # while the peer's data is read: there each stage's sends go out before its receives.
+        sends_first = (r - 1) % world == (r + 1) % world
         pending = None if sends_first else self._post_reduce_scatter(layout, policy, out)
         sends = []
         for p in layout.pieces[(r - 1) % world]:
@@ -205,7 +205,7 @@ class RingExchange(Exchange):
         finals: list[tuple[Piece, Payload]] = []
         for s in range(world - 1):
             last = s == world - 2
-            if last and not sends_first:  # every chunk the all-gather writes into has been read by now
+            if last and not sends_first:
                 gathers = self._post_all_gather(layout, policy, out)
             for p, handle in pending[s]:
                 received = self._arrived(policy, _RS, s, p, handle)
@@ -216,9 +216,7 @@ class RingExchange(Exchange):
                 )
                 if last:
                     finals.append((p, sent))
-                    if not gathers:  # after this rank's first final went out
-                        gathers = self._post_all_gather(layout, policy, out)
-        if sends_first and not finals:  # this rank owns an empty chunk: nothing went out first
+        if sends_first:  # after the finals went out
             gathers = self._post_all_gather(layout, policy, out)
         with clock.decoding:
             for p, final in finals:
@@ -241,7 +239,8 @@ class RingExchange(Exchange):
 
     def _post_all_gather(self, layout: ChunkLayout, policy: Policy,
                          out: torch.Tensor) -> list[tuple[int, Piece, RecvHandle]]:  # fmt: skip
-        """Post every all-gather receive, once the chunks they write into have been read."""
+        """Post every all-gather receive; only once the last reduce-scatter hop has begun, when
+        every chunk they write into (``out`` may be the input) has been read."""
         world, r = self.transport.world, self.rank
         return [(g, p, self._post(policy, _AG, g, p, out))
                 for g in range(world - 1) for p in layout.pieces[(r - g - 1) % world]]  # fmt: skip

@@ -58,8 +58,9 @@ class TrafficLog:
     sim_seconds: float = 0.0
     records: list[TrafficRecord] = field(default_factory=list)
 
-    def sent(self, payload: Payload) -> None:
-        self.sent_bytes += payload.nbytes
+    def sent(self, nbytes: int) -> None:
+        """Count one payload of ``nbytes`` bytes sent."""
+        self.sent_bytes += nbytes
         self.sent_messages += 1
 
     def delivered(
@@ -210,6 +211,11 @@ class Transport(ABC):
     def recv(self, src: int, like: Payload | None = None) -> Payload:
         """Receive the next payload from ``src``."""
         return self.irecv(src, like).wait()
+
+    def _check_peer(self, dst: int) -> None:
+        """Raise ValueError unless ``dst`` is another rank of this world."""
+        if not 0 <= dst < self.world or dst == self.rank:
+            raise ValueError(f"rank {self.rank}: cannot send to {dst} in a world of {self.world}")
 
     def _queue(self, src: int) -> deque[RecvHandle]:
         if not 0 <= src < self.world or src == self.rank:
