@@ -81,6 +81,25 @@ def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int,
     return out
 
 
+def throttled_steps(rank: int, world: int, codecs: list[str], n: int, link: str) -> dict:
+    """In a spawned process: per codec, two ring steps over a throttled gloo link (the second on a
+    link idle since long before); per codec the second step's wall time and every record's
+    (phase, seconds, sim_seconds) of it."""
+    out = {}
+    for i, codec in enumerate(codecs):
+        exchange = make_exchange("ring", GlooTransport(link=link, throttle=True, tag_base=10 * i), codec)
+        x = grads(world, n, seed=rank)[rank]
+        exchange.reduce(x)
+        exchange.traffic()
+        time.sleep(0.2)  # longer than a step: the link has long been free when the next one starts
+        dist.barrier()
+        start = time.perf_counter()
+        exchange.reduce(x)
+        wall_s = time.perf_counter() - start
+        out[codec] = {"wall_s": wall_s, "records": [(r.phase, r.seconds, r.sim_seconds) for r in exchange.traffic()]}
+    return out
+
+
 VALUES_META = Transfer("reduce_scatter", hop=1, chunk=2, step=3)
 
 

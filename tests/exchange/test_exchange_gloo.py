@@ -14,11 +14,12 @@ from exchange_cases import (
     lossy_over_gloo,
     ring_against_all_reduce,
     steps_over_gloo,
+    throttled_steps,
     values_between,
     values_over_gloo,
 )
 
-from adass.exchange import InProcHub, simulate
+from adass.exchange import InProcHub, Link, simulate
 from adass.exchange.launch import run_processes
 
 
@@ -99,3 +100,19 @@ def test_agreed_values_arrive_with_their_records() -> None:
         assert got["records"] == [record]
     assert real["into"] == expected
     assert multiprocessing.active_children() == []
+
+
+def test_throttled_gloo_ring_takes_the_modelled_time_from_its_first_hop() -> None:
+    # fp32 travels as bare agreed bodies, qsgd framed: both must be paced from their send time
+    world, n, link = 3, 30_000, Link.parse("100mbit,1ms")
+    codecs = ["fp32", "qsgd:bits=8"]
+    results = run_processes(throttled_steps, world, (codecs, n, str(link)), timeout_s=90)
+    for codec in codecs:
+        for rank, result in enumerate(results):
+            records = result[codec]["records"]
+            assert len(records) == 2 * (world - 1)
+            assert all(seconds >= sim * 0.999 for _, seconds, sim in records), (codec, rank, records)
+        # each hop waits for the one before it, so the rank that left the barrier first waits for
+        # the whole chain: the slowest rank's step takes at least the ring's modelled time
+        hops = sum(sim for _, _, sim in results[0][codec]["records"])
+        assert max(r[codec]["wall_s"] for r in results) >= hops * 0.999, codec

@@ -1,7 +1,9 @@
 """Transport over torch.distributed point-to-point (gloo) between real processes, framed by
 ``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. A payload
 is at most a head and one body message, or one message of both where the receiver knows the layout
-(``joined``); transfers both sides agree on (``expect``) travel as the bare body.
+(``joined``); transfers both sides agree on (``expect``, ``isend_values``) travel as the bare body.
+On a throttled transport a bare body is preceded by a 16-byte stamp (send and release times, on a
+fourth tag), so the receiver paces it from when it was sent, as it does framed payloads.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class _Recv(RecvHandle):
         self.transport, self.src, self.like, self.expect = transport, src, like, expect
         self.posted_at = time.time()
         self.head = self.head_work = None
+        self.stamp = transport._post_stamp(src) if expect is not None else None
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
@@ -78,8 +81,9 @@ class _Recv(RecvHandle):
         t = self.transport
         if frame is None:  # agreed transfer: everything but the bytes is known here
             like = self.like
+            sent_at, not_before = t._stamp_of(self.stamp, self.posted_at)
             frame = framing.Frame(like.numel, like.header_bytes, dict(like.header), self.layout,
-                                  self.expect, self.posted_at, time.time())  # fmt: skip
+                                  self.expect, sent_at, not_before)  # fmt: skip
         payload = framing.assemble(frame, self.bodies)
         t._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
         return payload
@@ -113,12 +117,14 @@ class _RecvValues(RecvHandle):
         super().__init__(transport._queue(src))
         self.transport, self.src, self.values, self.numel, self.meta = transport, src, into, numel, meta
         self.posted_at = time.time()
+        self.stamp = transport._post_stamp(src)
         self.work = transport._post_recv(into, src, transport.tag_body)
 
     def _complete(self) -> Payload:
         self.work.wait()
         payload = Payload({"values": self.values}, self.numel)
-        self.transport._deliver(self.src, payload, self.meta, self.posted_at, time.time())
+        sent_at, not_before = self.transport._stamp_of(self.stamp, self.posted_at)
+        self.transport._deliver(self.src, payload, self.meta, sent_at, not_before)
         return payload
 
 
@@ -132,15 +138,16 @@ class GlooTransport(Transport):
     link : str or Link, optional
         Link model for ``sim_seconds``; with ``throttle=True`` the real link is paced to it.
     throttle : bool
-        Deliver no message before the link model allows.
+        Deliver no message before the link model allows. Every rank's transport must be throttled
+        alike: bare bodies then travel with their stamps.
     segment_bytes : int
         Preferred pipeline piece size for exchanges. The default, 64 MiB, sends most chunks whole:
         on a loopback with more processes than cores every message costs the peer a wake-up, and
         few large pieces measured fastest. On a real network, smaller pieces (1-4 MiB) let
         encoding overlap the transfer.
     tag_base : int
-        First of the three tags used (head, overflow, body); separate transports on one group
-        need separate tag ranges.
+        First of the four tags used (head, overflow, body, stamp); separate transports on one
+        group need separate tag ranges.
     """
 
     def __init__(
@@ -157,6 +164,7 @@ class GlooTransport(Transport):
         super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle)
         self.segment_bytes = segment_bytes
         self.tag_head, self.tag_overflow, self.tag_body = tag_base + 1, tag_base + 2, tag_base + 3
+        self.tag_stamp = tag_base + 4
         # the process group itself: its send/recv take ranks within the group and skip the checks
         # of torch.distributed's wrappers, which cost more than a small message's bytes
         self._pg = group if group is not None else dist.group.WORLD
@@ -168,12 +176,38 @@ class GlooTransport(Transport):
         self.log.wire_messages += 1
         return self._pg.send([tensor], dst, tag)
 
+    def _send_stamp(self, nbytes: int, dst: int, works: list, keep: list[torch.Tensor]) -> None:
+        """On a throttled transport, send the stamps of a bare body of ``nbytes`` ahead of it."""
+        if self.clock is None:
+            return
+        stamp = torch.tensor(self._stamp(nbytes), dtype=torch.float64)
+        works.append(self._post_send(stamp, dst, self.tag_stamp))
+        keep.append(stamp)
+
+    def _post_stamp(self, src: int) -> tuple[torch.Tensor, object] | None:
+        """On a throttled transport, post the receive of a bare body's stamps (None otherwise)."""
+        if self.clock is None:
+            return None
+        stamp = torch.empty(2, dtype=torch.float64)
+        return stamp, self._post_recv(stamp, src, self.tag_stamp)
+
+    def _stamp_of(self, posted: tuple[torch.Tensor, object] | None, posted_at: float) -> tuple[float, float]:
+        """Send and release times of a bare body: its stamps where it has them, else the time its
+        receive was posted and now (no pacing to do)."""
+        if posted is None:
+            return posted_at, time.time()
+        stamp, work = posted
+        work.wait()
+        self.log.frame_bytes += stamp.numel() * stamp.element_size()
+        sent_at, not_before = stamp.tolist()
+        return sent_at, not_before
+
     def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
               joined: bool = False) -> SendHandle:  # fmt: skip
         self._check_peer(dst)
         works, keep = [], []
         if framed or joined:
-            sent_at, not_before = self._stamp(payload)
+            sent_at, not_before = self._stamp(payload.nbytes)
             head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
             if joined:  # one message: head, then the body (its bytes copied once, into place)
                 bodies = [framing.joined_message(payload, head)]
@@ -185,6 +219,7 @@ class GlooTransport(Transport):
                 works.append(self._post_send(overflow, dst, self.tag_overflow))
                 keep.append(overflow)
         else:
+            self._send_stamp(payload.nbytes, dst, works, keep)
             bodies = framing.body_views(payload)
         for body in bodies:
             works.append(self._post_send(body, dst, self.tag_body))
@@ -198,8 +233,13 @@ class GlooTransport(Transport):
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         self._check_peer(dst)
-        self.log.sent(values.numel() * values.element_size())
-        return _Sent([self._post_send(values, dst, self.tag_body)], [values])
+        nbytes = values.numel() * values.element_size()
+        works, keep = [], []
+        self._send_stamp(nbytes, dst, works, keep)
+        works.append(self._post_send(values, dst, self.tag_body))
+        keep.append(values)
+        self.log.sent(nbytes)
+        return _Sent(works, keep)
 
     def irecv_values(self, src: int, into: torch.Tensor, numel: int, meta: Transfer) -> RecvHandle:
         if not into.is_contiguous():

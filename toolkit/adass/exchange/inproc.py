@@ -102,7 +102,7 @@ class InProcTransport(Transport):
     def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
               joined: bool = False) -> SendHandle:  # fmt: skip
         self._check_peer(dst)
-        sent_at, not_before = self._stamp(payload)
+        sent_at, not_before = self._stamp(payload.nbytes)
         self.hub.put(self.rank, dst, _Envelope(payload, meta, sent_at, not_before))
         self.log.sent(payload.nbytes)
         return _Sent()

@@ -222,10 +222,10 @@ class Transport(ABC):
             raise ValueError(f"rank {self.rank}: cannot receive from {src} in a world of {self.world}")
         return self._pending.setdefault(src, deque())
 
-    def _stamp(self, payload: Payload) -> tuple[float, float]:
-        """Send time and the time the sender's egress releases the message (pacing)."""
+    def _stamp(self, nbytes: int) -> tuple[float, float]:
+        """Send time and the time the sender's egress releases a message of ``nbytes`` (pacing)."""
         now = time.time()
-        not_before = self.clock.egress(payload.nbytes, now) if self.clock is not None else now
+        not_before = self.clock.egress(nbytes, now) if self.clock is not None else now
         return now, not_before
 
     def _deliver(self, src: int, payload: Payload, meta: Transfer, sent_at: float, not_before: float) -> None:
