@@ -79,7 +79,8 @@ print("coordinates shared with the next step:", len(set(on_rank0.tolist()) & set
 
 # %% [markdown]
 # Since the receiver can re-derive the coordinates from the chunk key, **only the $k$ values
-# travel**, plus a 12-byte header. Two such payloads of one chunk add elementwise, so the ring
+# travel**, plus a 12-byte header naming the chunk (inside the ring, where every rank knows which
+# chunk arrives, not even that). Two such payloads of one chunk add elementwise, so the ring
 # reduces the $k$-vector exactly as it would a dense chunk, and each worker sends
 # $2\frac{P-1}{P}\,k$ values per step instead of $2\frac{P-1}{P}\,N$.
 #

@@ -59,6 +59,32 @@ def test_random_k_keeps_the_same_coordinates_everywhere(exchange: str) -> None:
         assert torch.equal(out != 0, expected)
 
 
+@pytest.mark.parametrize("workers, n", [(1, 5), (2, 1), (3, 0), (3, 1001), (5, 3), (5, 2000), (3, 30_000)])
+@pytest.mark.parametrize("counts", [None, "counted"])
+@pytest.mark.parametrize("exchange", ["ring", "ring:segment_kb=1"])
+def test_ring_random_k_is_the_weighted_mean_of_the_kept_values(exchange: str, workers: int, n: int, counts) -> None:
+    # the ring adds only the kept values: the result is the count-weighted mean of every rank's
+    # random-k estimate of its gradient, the same coordinates on every rank
+    counts = [1.0 + 2 * r for r in range(workers)] if counts else None
+    gs, seed, step = grads(workers, n, seed=6), 4, 3
+    result = simulate(gs, exchange=exchange, codec="randk:ratio=0.05", counts=counts, seed=seed, step=step)
+    codec = make_codec("randk:ratio=0.05")
+    segment = int(1024 / codec.bytes_per_value()) if "segment" in exchange else None  # as the ring cuts
+    layout = ChunkLayout(n, workers, segment)
+    estimates = []
+    for g in gs:
+        estimate = torch.empty(n)
+        for piece in layout.all_pieces():
+            key = ChunkKey(seed, step, piece.pid)
+            estimate[piece.lo : piece.hi] = codec.decode(codec.encode(g[piece.lo : piece.hi], key))
+        estimates.append(estimate)
+    expected = weighted_mean(estimates, counts)
+    for out in result.outputs:
+        assert torch.equal(out, result.outputs[0])
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert set(result.traffic.phase) <= {"reduce_scatter", "all_gather"}
+
+
 def test_shared_scale_sums_integer_codes_exactly() -> None:
     workers, n, seed, step = 4, 1000, 9, 1
     gs = grads(workers, n, seed=4)

@@ -18,7 +18,7 @@ from .base import EXCHANGES, Exchange, output_buffer, require
 from .chunking import ChunkLayout, Piece
 from .counts import grid_count, require_positive, split_count, with_count
 from .layouts import LayoutMemory
-from .strategies import DenseAdd, DirectAdd, Policy, Requantize, SharedScale, Weighting, ring_plan
+from .strategies import DenseAdd, DirectAdd, Policy, Requantize, SharedScale, SparseAdd, Weighting, ring_plan
 from .transport import RecvHandle, SendHandle, Transport
 
 __all__ = ["RingExchange"]
@@ -137,6 +137,11 @@ class RingExchange(Exchange):
                 return DenseAdd(x, weighting, None)
             size = DenseAdd.workspace_size(x.numel(), len(layout.all_pieces()), weighting.count is not None)
             return DenseAdd(x, weighting, self._workspace(size))
+        if self.plan == "sparse":
+            pieces, counted = layout.all_pieces(), weighting.count is not None
+            workspace = None if self.transport.by_reference else self._workspace(
+                SparseAdd.workspace_size(self.codec, pieces, counted))  # type: ignore[arg-type]
+            return SparseAdd(self.codec, x, weighting, self._key, pieces, workspace)  # type: ignore[arg-type]
         if self.plan == "add":
             return DirectAdd(self.codec, x, weighting, self._key)
         if self.plan == "shared":
@@ -144,7 +149,7 @@ class RingExchange(Exchange):
         return Requantize(self.codec, x, weighting, self._key)
 
     def _workspace(self, size: int) -> torch.Tensor:
-        """A float32 buffer of ``size`` values kept from step to step (for the dense plan)."""
+        """A float32 buffer of ``size`` values kept from step to step (dense and sparse plans)."""
         if self._buffer is None or self._buffer.numel() != size:
             self._buffer = torch.empty(size, dtype=torch.float32)
         return self._buffer

@@ -1,5 +1,6 @@
-"""How a ring reduces one piece, by codec kind: add raw fp32 values in place, add payloads directly,
-add integer codes under a shared scale, or decode-add-re-encode (requantize) at every hop.
+"""How a ring reduces one piece, by codec kind: add raw fp32 values in place, add random-k's kept
+values in place, add payloads directly, add integer codes under a shared scale, or
+decode-add-re-encode (requantize) at every hop.
 
 A policy says what a rank sends first, what it forwards after adding its own share at a hop, and
 what the chunk's owner makes of the full sum; the ring schedule (``ring.py``) does the moving.
@@ -19,6 +20,7 @@ import torch
 
 from ..codecs import Codec, ErrorFeedback, StackCodec
 from ..codecs.base import ChunkKey, Payload
+from ..codecs.randk import RandomK
 from .chunking import Piece
 from .counts import TAIL, read_tail, split_count, with_count, write_tail
 
@@ -29,6 +31,7 @@ __all__ = [
     "Policy",
     "Requantize",
     "SharedScale",
+    "SparseAdd",
     "Weighting",
     "ring_plan",
 ]
@@ -37,17 +40,20 @@ KeyFn = Callable[[int, int], ChunkKey]  # (piece id, hop) -> codec key of this r
 
 
 def ring_plan(codec: Codec, strategy: str) -> str:
-    """What the ring does with ``codec`` under ``strategy``: dense, add, shared, requantize or allgather.
+    """What the ring does with ``codec`` under ``strategy``: dense, sparse, add, shared, requantize
+    or allgather.
 
     Summable codecs that need no scale (fp32/fp16/bf16, random-k) add directly under either strategy
-    (lossless ones, fp32, as raw values summed in place: ``dense``), since there is nothing to agree
-    on; quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
-    all-gather of payloads.
+    (lossless ones, fp32, as raw values summed in place: ``dense``; plain random-k as its kept
+    values summed in place: ``sparse``), since there is nothing to agree on; quantizers requantize
+    or share a scale; codecs that are neither (top-k) fall back to an all-gather of payloads.
     """
     if strategy == "allgather":
         return "allgather"
     if codec.summable and not codec.needs_shared_scale:
-        return "dense" if codec.lossless else "add"
+        if codec.lossless:
+            return "dense"
+        return "sparse" if type(codec) is RandomK else "add"
     if strategy == "shared_scale":
         return "shared"
     if codec.can_share_scale:
@@ -391,3 +397,115 @@ class DenseAdd(Policy):
 
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
         return [out[piece.lo : piece.hi]]
+
+
+class SparseAdd(Policy):
+    """Plain random-k: every rank keeps the same ``k`` coordinates of a piece (they follow from the
+    chunk key), so the kept values line up and the ring reduces them as :class:`DenseAdd` reduces
+    dense values. Only the ``k`` float32 values travel (and, with counts, the two slots of
+    ``counts.TAIL``): the receiver derives the coordinates itself, so no header is needed.
+
+    Each rank's share is its kept values times its weight, made once per piece; a partial sum adds
+    the share into the received buffer. The owner's final is the sum scaled to the true total (so
+    finals need no count); every rank scatters a final into its part of ``out`` with the codec's
+    ``n/k`` gain, which is the codec's own decode. With a ``workspace`` (float32,
+    :meth:`workspace_size` values, kept by the exchange), partial sums live in one region per piece
+    and finals in another; without one (in process) they are new tensors.
+    """
+
+    agreed = True
+
+    def __init__(self, codec: RandomK, x: torch.Tensor, weighting: Weighting, key: KeyFn,
+                 pieces: list[Piece], workspace: torch.Tensor | None) -> None:  # fmt: skip
+        super().__init__(codec, x, weighting, key)
+        self.workspace = workspace
+        self.tail = TAIL if self.counted else 0
+        self.kept = {p.pid: codec.k_for(p.numel) for p in pieces}
+        self._offsets: dict[int, tuple[int, int]] = {}
+        sums = sum(self.kept.values()) + self.tail * len(pieces)
+        at, final = 0, sums
+        for p in pieces:  # partial sums first, then the finals
+            self._offsets[p.pid] = (at, final)
+            at, final = at + self.kept[p.pid] + self.tail, final + self.kept[p.pid]
+        self.own: dict[int, torch.Tensor] = {}
+        self.rest: dict[int, Payload] = {}
+
+    @staticmethod
+    def workspace_size(codec: RandomK, pieces: list[Piece], counted: bool) -> int:
+        """Length of the workspace for ``pieces``: every piece's partial sum and final."""
+        kept = sum(codec.k_for(p.numel) for p in pieces)
+        return 2 * kept + (TAIL * len(pieces) if counted else 0)
+
+    def _own(self, piece: Piece) -> torch.Tensor:
+        """This rank's kept values of ``piece`` times its weight (computed once)."""
+        pid = piece.pid
+        if pid not in self.own:
+            values, self.rest[pid] = self.codec.split(self.x[piece.lo : piece.hi], self.key(pid, 0))
+            self.own[pid] = values * self.w.weight
+        return self.own[pid]
+
+    def warm(self, piece: Piece) -> None:
+        self._own(piece)
+
+    def _region(self, piece: Piece) -> torch.Tensor:
+        """Where partial sums of ``piece`` (kept values, then the count's slots) are made."""
+        size = self.kept[piece.pid] + self.tail
+        if self.workspace is None:
+            return torch.empty(size, dtype=torch.float32)
+        lo = self._offsets[piece.pid][0]
+        return self.workspace[lo : lo + size]
+
+    def _final(self, piece: Piece) -> torch.Tensor:
+        """Where the final values of ``piece`` are made or received."""
+        k = self.kept[piece.pid]
+        if self.workspace is None:
+            return torch.empty(k, dtype=torch.float32)
+        lo = self._offsets[piece.pid][1]
+        return self.workspace[lo : lo + k]
+
+    def first(self, piece: Piece) -> Payload:
+        k, buf = self.kept[piece.pid], self._region(piece)
+        buf[:k] = self._own(piece)
+        if self.tail:
+            write_tail(buf[k:], self.w.count)
+        return Payload({"values": buf}, numel=piece.numel)
+
+    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
+        k, values = self.kept[piece.pid], received.tensors["values"]
+        values[:k].add_(self._own(piece))
+        if self.tail:
+            write_tail(values[k:], read_tail(values[k:]) + self.w.count)
+        return received
+
+    def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
+        k, final = self.kept[piece.pid], self._final(piece)
+        if received is None:
+            total = self.w.count
+            final.copy_(self._own(piece))
+        else:
+            values = received.tensors["values"]
+            total = read_tail(values[k:]) + self.w.count if self.tail else None
+            torch.add(values[:k], self._own(piece), out=final)
+        if self.counted:
+            self.total = total
+            factor = self.w.factor(total)
+            if factor != 1.0:
+                final.mul_(factor)
+        return Payload({"values": final}, numel=piece.numel)
+
+    def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
+        self._own(piece)  # the coordinates' key
+        self.codec.expand(payload.tensors["values"], self.rest[piece.pid], out=out[piece.lo : piece.hi])
+
+    def like(self, piece: Piece) -> Payload | None:
+        size = self.kept[piece.pid] + self.tail
+        return Payload({"values": torch.empty(1).expand(size)}, numel=piece.numel)
+
+    def gather_like(self, piece: Piece) -> Payload | None:
+        return Payload({"values": torch.empty(1).expand(self.kept[piece.pid])}, numel=piece.numel)
+
+    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
+        return None if self.workspace is None else [self._region(piece)]
+
+    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
+        return None if self.workspace is None else [self._final(piece)]
