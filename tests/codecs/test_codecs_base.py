@@ -82,3 +82,23 @@ def test_random_words_repeat_by_seed_and_cover_all_bits() -> None:
     assert not torch.equal(a, b) and random_words(0, 11, cpu).shape == (0,)
     bits = torch.stack([(a >> i) & 1 for i in range(64)])  # every bit is set about half the time
     assert torch.all((bits.float().mean(1) - 0.5).abs() < 0.04)
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS)
+def test_a_template_describes_every_payload_of_its_length(spec: str) -> None:
+    expect_one = spec.split("(")[-1].split(":")[0] in {"fp32", "fp16", "bf16"} or (
+        spec.removeprefix("ef(").startswith("qsgd") and "shared=true" not in spec
+    )
+    for n in [0, 1, 7, 1000, 4099]:
+        codec = make_codec(spec)  # a fresh error-feedback memory for each length
+        template = codec.template(n)
+        assert (template is not None) == expect_one, (spec, n)
+        if template is None:
+            continue
+        for seed, key in [(0, ChunkKey(1, 2, 3)), (1, ChunkKey(4, 5, 6, rank=2, hop=1))]:
+            x = chunk(n, seed) * (0.0 if seed else 1.0)  # all-zero chunks too
+            payload = codec.encode(x, key)
+            assert payload.numel == template.numel == n
+            assert payload.header == template.header and payload.header_bytes == template.header_bytes
+            layout = {k: (t.dtype, tuple(t.shape)) for k, t in payload.tensors.items()}
+            assert layout == {k: (t.dtype, tuple(t.shape)) for k, t in template.tensors.items()}

@@ -199,6 +199,16 @@ class Codec(ABC):
         """Sum of two payloads without decoding; only for ``summable`` codecs."""
         raise TypeError(f"codec {self.name!r} is not summable")
 
+    def template(self, numel: int) -> Payload | None:
+        """What every ``encode`` of a chunk of ``numel`` values gives, whatever the values and the
+        key: the tensors' names, dtypes and shapes (as tensors without memory of their own), the
+        header and its size. None (the default) where any of it varies, e.g. with the chunk key.
+
+        An exchange that knows a transfer's chunk length moves only the tensors' bytes of such a
+        payload and rebuilds the rest from this.
+        """
+        return None
+
     def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
         """This worker's scale for ``x``; only for ``needs_shared_scale`` codecs.
 

@@ -71,3 +71,7 @@ class ErrorFeedback(Codec):
     def add(self, a: Payload, b: Payload) -> Payload:
         """The inner codec's sum."""
         return self.inner.add(a, b)
+
+    def template(self, numel: int) -> Payload | None:
+        """The inner codec's (the wire format is the inner codec's)."""
+        return self.inner.template(numel)

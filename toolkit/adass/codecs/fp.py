@@ -54,6 +54,9 @@ class FloatCodec(Codec):
         """The values as a new float32 tensor (never a view of the payload)."""
         return payload.tensors["values"].to(torch.float32, copy=True)
 
+    def template(self, numel: int) -> Payload:
+        return Payload({"values": torch.empty(1, dtype=self.dtype).expand(numel)}, numel=numel)
+
     def add(self, a: Payload, b: Payload) -> Payload:
         """Elementwise sum, computed in fp32 and rounded once to the wire dtype."""
         if a.numel != b.numel:

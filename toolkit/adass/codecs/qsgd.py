@@ -34,7 +34,7 @@ import torch
 
 from ..registry import Param
 from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
-from .packing import bits_for, code_dtype, pack_bits, unpack_bits
+from .packing import bits_for, code_dtype, pack_bits, packed_nbytes, unpack_bits
 from .spec import CODECS, canonical
 
 __all__ = ["QSGD", "HEADER_BYTES"]
@@ -179,8 +179,14 @@ class QSGD(Codec):
         """float32 where it is exact enough, else float64. Exact enough: integer levels up to
         ``total`` (and twice that) are float32 integers, and every nonzero scale is at least
         ``2**-100``, so ``M/L`` and ``L/M`` stay normal float32 numbers."""
-        tiny = bool(((scale > 0) & (scale < 2**-100)).any())
-        return torch.float64 if tiny or 2 * total >= 2**24 else torch.float32
+        if 2 * total >= 2**24:
+            return torch.float64
+        if scale.device.type == "cpu":  # numpy: a fraction of the cost of torch's small ops
+            m = scale.numpy()
+            tiny = bool(((m > 0) & (m < 2**-100)).any())
+        else:
+            tiny = bool(((scale > 0) & (scale < 2**-100)).any())
+        return torch.float64 if tiny else torch.float32
 
     def _rows_of(self, t: torch.Tensor) -> list[torch.Tensor]:
         """Views of ``t`` ``(numel,)`` by bucket: the whole buckets ``(full, bucket)`` and, when
@@ -202,6 +208,17 @@ class QSGD(Codec):
             header={"numel": n, "bits": width, "count": count},
             header_bytes=HEADER_BYTES,
         )
+
+    def template(self, numel: int) -> Payload | None:
+        """The layout and header of every payload of ``numel`` values; None in shared-scale mode,
+        where sums grow wider codes and count their payloads in the header."""
+        if self.shared:
+            return None
+        width = max(self.bits, bits_for(self.levels))
+        tensors = {"codes": torch.empty(1, dtype=torch.uint8).expand(packed_nbytes(numel, width)),
+                   "scales": torch.empty(1, dtype=torch.float32).expand(self.buckets(numel))}  # fmt: skip
+        header = {"numel": numel, "bits": width, "count": 1}
+        return Payload(tensors, numel=numel, header=header, header_bytes=HEADER_BYTES)
 
     def codes(self, payload: Payload, dtype: torch.dtype = torch.int64) -> torch.Tensor:
         """The integer levels of ``payload`` (summed levels for a sum), ``(numel,)`` ``dtype``."""

@@ -21,6 +21,7 @@ import torch
 from ..codecs import Codec, ErrorFeedback, StackCodec
 from ..codecs.base import ChunkKey, Payload
 from ..codecs.randk import RandomK
+from .bare import BareLayout
 from .chunking import Piece
 from .counts import TAIL, read_tail, split_count, with_count, write_tail
 
@@ -167,7 +168,49 @@ class Policy(ABC):
 
 
 class CodecPolicy(Policy):
-    """Policies whose payloads come from the codec: the count travels beside the codec's header."""
+    """Policies whose payloads come from the codec: the count travels beside the codec's header.
+
+    Where the codec promises one layout and header per chunk length (``Codec.template``), every
+    payload travels bare (``bare.py``): just the tensors' bytes, with the count in front, as an
+    ``agreed`` transfer into a buffer posted early. Otherwise payloads are framed.
+    """
+
+    def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
+        super().__init__(codec, x, weighting, key)
+        self._bare_layouts: dict[int, BareLayout | None] = {}
+
+    @property
+    def wire_codec(self) -> Codec:
+        """The codec whose payloads travel."""
+        return self.codec
+
+    def wire_numel(self, piece: Piece) -> int:
+        """Length of the vector the travelling payloads of ``piece`` encode."""
+        return piece.numel
+
+    @property
+    def agreed(self) -> bool:  # type: ignore[override]
+        return self._bare(0) is not None
+
+    def _bare(self, numel: int) -> BareLayout | None:
+        if numel not in self._bare_layouts:
+            template = self.wire_codec.template(numel)
+            self._bare_layouts[numel] = None if template is None else BareLayout(template, self.counted)
+        return self._bare_layouts[numel]
+
+    def _out(self, piece: Piece, payload: Payload, count: float | None) -> Payload:
+        """What travels for a codec payload of ``piece`` and its partial count."""
+        bare = self._bare(self.wire_numel(piece))
+        if bare is not None:
+            return bare.pack(payload, count)
+        return with_count(payload, count) if self.counted else payload  # type: ignore[arg-type]
+
+    def _in(self, piece: Piece, received: Payload) -> tuple[Payload, float | None]:
+        """The codec payload and the partial count (None if unweighted) of what arrived."""
+        bare = self._bare(self.wire_numel(piece))
+        if bare is not None:
+            return bare.unpack(received)
+        return split_count(received) if self.counted else (received, None)
 
     @abstractmethod
     def _own(self, piece: Piece) -> Payload:
@@ -178,14 +221,12 @@ class CodecPolicy(Policy):
         """The codec payload of ``received`` plus this rank's share (``hop`` -1: the owner's final)."""
 
     def first(self, piece: Piece) -> Payload:
-        own = self._own(piece)
-        return with_count(own, self.w.count) if self.counted else own
+        return self._out(piece, self._own(piece), self.w.count)
 
     def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        if not self.counted:
-            return self._add(piece, received, hop)
-        inner, count = split_count(received)
-        return with_count(self._add(piece, inner, hop), count + self.w.count)
+        inner, count = self._in(piece, received)
+        total = self._add(piece, inner, hop)
+        return self._out(piece, total, None if count is None else count + self.w.count)
 
     def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
         """The dense values of ``piece`` from a final codec payload (without the count), written
@@ -194,14 +235,24 @@ class CodecPolicy(Policy):
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         dst = out[piece.lo : piece.hi]
-        if not self.counted:
-            self.decode_into(piece, payload, dst)
-            return
-        inner, self.total = split_count(payload)
-        factor = self.w.factor(self.total)
+        inner, total = self._in(piece, payload)
         self.decode_into(piece, inner, dst)
-        if factor != 1.0:
-            dst.mul_(factor)
+        if total is not None:
+            self.total = total
+            factor = self.w.factor(total)
+            if factor != 1.0:
+                dst.mul_(factor)
+
+    def like(self, piece: Piece) -> Payload | None:
+        bare = self._bare(self.wire_numel(piece))
+        return None if bare is None else bare.like()
+
+    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
+        bare = self._bare(self.wire_numel(piece))
+        return None if bare is None else [bare.empty(self.x.device)]
+
+    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
+        return self.reduce_buffer(piece)
 
 
 class DirectAdd(CodecPolicy):
@@ -286,6 +337,13 @@ class Requantize(CodecPolicy):
             else:
                 self.values[pid] = self.share(piece)
         return self.values[pid]
+
+    @property
+    def wire_codec(self) -> Codec:
+        return self.values_codec
+
+    def wire_numel(self, piece: Piece) -> int:
+        return piece.numel if self.stack is None else self.stack.outer.k_for(piece.numel)
 
     def warm(self, piece: Piece) -> None:
         if not self.plain:

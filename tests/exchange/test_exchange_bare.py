@@ -1,0 +1,56 @@
+"""Bare codec payloads: the tensors' bytes (and a count) in one buffer, rebuilt from the codec's
+template; what the ring sends for codecs with a template."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from exchange_cases import grads
+
+from adass.codecs import ChunkKey, make_codec
+from adass.exchange import simulate
+from adass.exchange.bare import BareLayout
+
+
+@pytest.mark.parametrize("spec", ["qsgd:bits=8", "qsgd:bits=3,bucket=7", "fp16", "ef(qsgd:bits=2)"])
+@pytest.mark.parametrize("count", [None, 6.5])
+def test_bare_buffers_round_trip(spec: str, count: float | None) -> None:
+    for n in [0, 1, 1001]:
+        codec = make_codec(spec)  # a fresh error-feedback memory for each length
+        layout = BareLayout(codec.template(n), counted=count is not None)
+        payload = codec.encode(grads(1, n, seed=n)[0], ChunkKey(1, 2, 3))
+        bare = layout.pack(payload, count)
+        buf = bare.tensors["values"]
+        tensor_bytes = sum(t.numel() * t.element_size() for t in payload.tensors.values())
+        assert buf.dtype == torch.uint8 and buf.numel() == tensor_bytes + (8 if count is not None else 0)
+        assert bare.numel == n and bare.header_bytes == 0  # the header does not travel
+        back, got = layout.unpack(bare)
+        assert got == count
+        assert back.header == payload.header and back.numel == n
+        assert torch.equal(codec.decode(back), codec.decode(payload))
+        for name, t in back.tensors.items():  # views of the buffer, no copies
+            assert t.numel() == 0 or t.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr(), name
+
+
+def test_a_payload_that_breaks_its_template_is_refused() -> None:
+    codec = make_codec("qsgd:bits=8")
+    layout = BareLayout(codec.template(100), counted=False)
+    with pytest.raises(RuntimeError, match="template"):
+        layout.pack(codec.encode(torch.randn(99), ChunkKey(0, 0, 0)), None)
+    shared = make_codec("qsgd:bits=8,shared=true")
+    wide = shared.add(*(shared.encode(torch.ones(100), ChunkKey(0, 0, 0), scale=torch.ones(1)) for _ in range(2)))
+    with pytest.raises(RuntimeError, match="header"):
+        layout.pack(wide, None)
+
+
+@pytest.mark.parametrize("counts", [None, [1, 2, 3]])
+def test_the_ring_sends_quantized_chunks_bare(counts) -> None:
+    # requantized QSGD payloads travel as codes and scales (and the partial count), no header
+    n, workers, codec = 3000, 3, make_codec("qsgd:bits=4")
+    result = simulate(grads(workers, n), exchange="ring", codec="qsgd:bits=4", counts=counts)
+    t = result.traffic
+    payload = codec.encode(torch.randn(n // workers), ChunkKey(0, 0, 0))
+    tensor_bytes = sum(x.numel() * x.element_size() for x in payload.tensors.values())
+    count_bytes = 0 if counts is None else 8
+    assert (t.wire_bytes == tensor_bytes + count_bytes).all()
+    assert (t.raw_bytes == 4 * n // workers).all()
