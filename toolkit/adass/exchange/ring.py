@@ -140,7 +140,7 @@ class RingExchange(Exchange):
         if self.plan == "sparse":
             pieces, counted = layout.all_pieces(), weighting.count is not None
             workspace = None if self.transport.by_reference else self._workspace(
-                SparseAdd.workspace_size(self.codec, pieces, counted))  # type: ignore[arg-type]
+                SparseAdd.sparse_workspace_size(self.codec, pieces, counted))  # type: ignore[arg-type]
             return SparseAdd(self.codec, x, weighting, self._key, pieces, workspace)  # type: ignore[arg-type]
         if self.plan == "add":
             return DirectAdd(self.codec, x, weighting, self._key)

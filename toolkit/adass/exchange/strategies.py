@@ -399,32 +399,41 @@ class DenseAdd(Policy):
         """Length of the workspace for ``n`` values in ``pieces`` pieces."""
         return n + (TAIL * pieces if counted else 0)
 
+    def _len(self, piece: Piece) -> int:
+        """How many values of ``piece`` travel."""
+        return piece.numel
+
     def _mine(self, piece: Piece) -> torch.Tensor:
+        """This rank's values of ``piece`` that travel (before weighting)."""
         return self.x[piece.lo : piece.hi]
 
     def _region(self, piece: Piece) -> torch.Tensor:
         """Where partial sums of ``piece`` (values, then the count's slots) are made."""
         if self.workspace is None:
-            return torch.empty(piece.numel + self.tail, dtype=torch.float32)
+            return torch.empty(self._len(piece) + self.tail, dtype=torch.float32)
         lo = piece.lo + self.tail * piece.pid
         return self.workspace[lo : lo + piece.numel + self.tail]
 
+    def _final(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
+        """Where the final values of ``piece`` are made or received: its part of ``out``."""
+        return out[piece.lo : piece.hi]
+
     def first(self, piece: Piece) -> Payload:
-        m, buf = piece.numel, self._region(piece)
+        m, buf = self._len(piece), self._region(piece)
         torch.mul(self._mine(piece), self.w.weight, out=buf[:m])
         if self.tail:
             write_tail(buf[m:], self.w.count)
-        return Payload({"values": buf}, numel=m)
+        return Payload({"values": buf}, numel=piece.numel)
 
     def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        m, values = piece.numel, received.tensors["values"]
+        m, values = self._len(piece), received.tensors["values"]
         values[:m].add_(self._mine(piece), alpha=self.w.weight)
         if self.tail:
             write_tail(values[m:], read_tail(values[m:]) + self.w.count)
         return received
 
     def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
-        m, dst = piece.numel, out[piece.lo : piece.hi]
+        m, dst = self._len(piece), self._final(piece, out)
         if received is None:
             total = self.w.count
             torch.mul(self._mine(piece), self.w.weight, out=dst)
@@ -437,7 +446,7 @@ class DenseAdd(Policy):
             factor = self.w.factor(total)
             if factor != 1.0:
                 dst.mul_(factor)
-        return Payload({"values": dst.clone() if self.workspace is None else dst}, numel=m)
+        return Payload({"values": dst.clone() if self.workspace is None else dst}, numel=piece.numel)
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         dst, values = out[piece.lo : piece.hi], payload.tensors["values"]
@@ -445,125 +454,77 @@ class DenseAdd(Policy):
             dst.copy_(values)
 
     def like(self, piece: Piece) -> Payload | None:
-        return Payload({"values": torch.empty(1).expand(piece.numel + self.tail)}, numel=piece.numel)
+        return Payload({"values": torch.empty(1).expand(self._len(piece) + self.tail)}, numel=piece.numel)
 
     def gather_like(self, piece: Piece) -> Payload | None:
-        return Payload({"values": torch.empty(1).expand(piece.numel)}, numel=piece.numel)
+        return Payload({"values": torch.empty(1).expand(self._len(piece))}, numel=piece.numel)
 
     def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
         return None if self.workspace is None else [self._region(piece)]
 
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
-        return [out[piece.lo : piece.hi]]
+        return [self._final(piece, out)]
 
 
-class SparseAdd(Policy):
+class SparseAdd(DenseAdd):
     """Plain random-k: every rank keeps the same ``k`` coordinates of a piece (they follow from the
     chunk key), so the kept values line up and the ring reduces them as :class:`DenseAdd` reduces
     dense values. Only the ``k`` float32 values travel (and, with counts, the two slots of
     ``counts.TAIL``): the receiver derives the coordinates itself, so no header is needed.
 
-    Each rank's share is its kept values times its weight, made once per piece; a partial sum adds
-    the share into the received buffer. The owner's final is the sum scaled to the true total (so
-    finals need no count); every rank scatters a final into its part of ``out`` with the codec's
-    ``n/k`` gain, which is the codec's own decode. With a ``workspace`` (float32,
-    :meth:`workspace_size` values, kept by the exchange), partial sums live in one region per piece
-    and finals in another; without one (in process) they are new tensors.
+    The owner's final is the sum scaled to the true total (so finals need no count); every rank
+    scatters a final into its part of ``out`` with the codec's ``n/k`` gain, which is the codec's
+    own decode. With a ``workspace`` (float32, :meth:`sparse_workspace_size` values, kept by the
+    exchange), partial sums live in one region per piece and finals in another; without one (in
+    process) they are new tensors.
     """
-
-    agreed = True
 
     def __init__(self, codec: RandomK, x: torch.Tensor, weighting: Weighting, key: KeyFn,
                  pieces: list[Piece], workspace: torch.Tensor | None) -> None:  # fmt: skip
-        super().__init__(codec, x, weighting, key)
-        self.workspace = workspace
-        self.tail = TAIL if self.counted else 0
+        super().__init__(x, weighting, workspace)
+        self.codec, self.key = codec, key
         self.kept = {p.pid: codec.k_for(p.numel) for p in pieces}
         self._offsets: dict[int, tuple[int, int]] = {}
-        sums = sum(self.kept.values()) + self.tail * len(pieces)
-        at, final = 0, sums
+        at, final = 0, sum(self.kept.values()) + self.tail * len(pieces)
         for p in pieces:  # partial sums first, then the finals
             self._offsets[p.pid] = (at, final)
             at, final = at + self.kept[p.pid] + self.tail, final + self.kept[p.pid]
-        self.own: dict[int, torch.Tensor] = {}
-        self.rest: dict[int, Payload] = {}
+        self._values: dict[int, torch.Tensor] = {}
+        self._rest: dict[int, Payload] = {}
 
     @staticmethod
-    def workspace_size(codec: RandomK, pieces: list[Piece], counted: bool) -> int:
+    def sparse_workspace_size(codec: RandomK, pieces: list[Piece], counted: bool) -> int:
         """Length of the workspace for ``pieces``: every piece's partial sum and final."""
-        kept = sum(codec.k_for(p.numel) for p in pieces)
-        return 2 * kept + (TAIL * len(pieces) if counted else 0)
+        return 2 * sum(codec.k_for(p.numel) for p in pieces) + (TAIL * len(pieces) if counted else 0)
 
-    def _own(self, piece: Piece) -> torch.Tensor:
-        """This rank's kept values of ``piece`` times its weight (computed once)."""
+    def _len(self, piece: Piece) -> int:
+        return self.kept[piece.pid]
+
+    def _mine(self, piece: Piece) -> torch.Tensor:
+        """This rank's values at the piece's shared coordinates (drawn once per piece)."""
         pid = piece.pid
-        if pid not in self.own:
-            values, self.rest[pid] = self.codec.split(self.x[piece.lo : piece.hi], self.key(pid, 0))
-            self.own[pid] = values * self.w.weight
-        return self.own[pid]
+        if pid not in self._values:
+            self._values[pid], self._rest[pid] = self.codec.split(self.x[piece.lo : piece.hi], self.key(pid, 0))
+        return self._values[pid]
 
     def warm(self, piece: Piece) -> None:
-        self._own(piece)
+        self._mine(piece)
 
     def _region(self, piece: Piece) -> torch.Tensor:
-        """Where partial sums of ``piece`` (kept values, then the count's slots) are made."""
-        size = self.kept[piece.pid] + self.tail
         if self.workspace is None:
-            return torch.empty(size, dtype=torch.float32)
+            return super()._region(piece)
         lo = self._offsets[piece.pid][0]
-        return self.workspace[lo : lo + size]
+        return self.workspace[lo : lo + self.kept[piece.pid] + self.tail]
 
-    def _final(self, piece: Piece) -> torch.Tensor:
-        """Where the final values of ``piece`` are made or received."""
-        k = self.kept[piece.pid]
+    def _final(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
         if self.workspace is None:
-            return torch.empty(k, dtype=torch.float32)
+            return torch.empty(self.kept[piece.pid], dtype=torch.float32)
         lo = self._offsets[piece.pid][1]
-        return self.workspace[lo : lo + k]
-
-    def first(self, piece: Piece) -> Payload:
-        k, buf = self.kept[piece.pid], self._region(piece)
-        buf[:k] = self._own(piece)
-        if self.tail:
-            write_tail(buf[k:], self.w.count)
-        return Payload({"values": buf}, numel=piece.numel)
-
-    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        k, values = self.kept[piece.pid], received.tensors["values"]
-        values[:k].add_(self._own(piece))
-        if self.tail:
-            write_tail(values[k:], read_tail(values[k:]) + self.w.count)
-        return received
-
-    def finish(self, piece: Piece, received: Payload | None, out: torch.Tensor) -> Payload:
-        k, final = self.kept[piece.pid], self._final(piece)
-        if received is None:
-            total = self.w.count
-            final.copy_(self._own(piece))
-        else:
-            values = received.tensors["values"]
-            total = read_tail(values[k:]) + self.w.count if self.tail else None
-            torch.add(values[:k], self._own(piece), out=final)
-        if self.counted:
-            self.total = total
-            factor = self.w.factor(total)
-            if factor != 1.0:
-                final.mul_(factor)
-        return Payload({"values": final}, numel=piece.numel)
+        return self.workspace[lo : lo + self.kept[piece.pid]]
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
-        self._own(piece)  # the coordinates' key
-        self.codec.expand(payload.tensors["values"], self.rest[piece.pid], out=out[piece.lo : piece.hi])
-
-    def like(self, piece: Piece) -> Payload | None:
-        size = self.kept[piece.pid] + self.tail
-        return Payload({"values": torch.empty(1).expand(size)}, numel=piece.numel)
-
-    def gather_like(self, piece: Piece) -> Payload | None:
-        return Payload({"values": torch.empty(1).expand(self.kept[piece.pid])}, numel=piece.numel)
-
-    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
-        return None if self.workspace is None else [self._region(piece)]
+        self._mine(piece)  # the coordinates' key
+        self.codec.expand(payload.tensors["values"], self._rest[piece.pid], out=out[piece.lo : piece.hi])
 
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
-        return None if self.workspace is None else [self._final(piece)]
+        return None if self.workspace is None else [self._final(piece, out)]
