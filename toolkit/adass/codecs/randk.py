@@ -85,14 +85,18 @@ class RandomK(Sparsifier):
 
     def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter ``values`` (times ``n/k`` with ``scale``) to the coordinates of the chunk key."""
-        n, h = rest.numel, rest.header
-        key = ChunkKey(h["seed"], h["step"], h["chunk"])
+        n = rest.numel
         out = torch.zeros(n, dtype=torch.float32, device=values.device) if out is None else out.zero_()
-        k = values.numel()
+        self.scatter(values, rest, out)
+        return out
+
+    def scatter(self, values: torch.Tensor, rest: Payload, out: torch.Tensor) -> None:
+        """:meth:`expand` into ``out`` that already holds zeros: only the kept coordinates are written."""
+        n, h, k = rest.numel, rest.header, values.numel()
         if k:
             gain = n / k if self.scale else 1.0
-            out.index_copy_(0, self.indices(n, key, values.device), values.to(torch.float32) * gain)
-        return out
+            idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device)
+            out.index_copy_(0, idx, values.to(torch.float32) * gain)
 
     def bytes_per_value(self) -> float:
         return 4.0 * self.ratio

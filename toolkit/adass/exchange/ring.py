@@ -203,9 +203,8 @@ class RingExchange(Exchange):
         if pending is None:
             pending = self._post_reduce_scatter(layout, policy, out)
         with clock.encoding:  # this rank's own work for later hops, while hop 0 is on the link
-            for hop in pending:
-                for p, _ in hop:
-                    policy.warm(p)
+            for p in layout.all_pieces():
+                policy.warm(p, out)
         gathers: list[tuple[int, Piece, RecvHandle]] = []
         finals: list[tuple[Piece, Payload]] = []
         for s in range(world - 1):

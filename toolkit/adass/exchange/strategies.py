@@ -127,8 +127,10 @@ class Policy(ABC):
         """Take the elementwise max over ranks of what ``scales`` returned."""
         return None
 
-    def warm(self, piece: Piece) -> None:
-        """Work on ``piece`` that needs nothing from other ranks, done while transfers fly."""
+    def warm(self, piece: Piece, out: torch.Tensor) -> None:
+        """Work on ``piece`` that needs nothing from other ranks, done while transfers fly (``out``
+        is the step's output, which may be the input: only a policy done reading this rank's values
+        of ``piece`` may write its part)."""
         return None
 
     @abstractmethod
@@ -273,7 +275,7 @@ class DirectAdd(CodecPolicy):
     def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
         return self.codec.add(received, self._own(piece))
 
-    def warm(self, piece: Piece) -> None:
+    def warm(self, piece: Piece, out: torch.Tensor) -> None:
         self._own(piece)
 
 
@@ -345,7 +347,7 @@ class Requantize(CodecPolicy):
     def wire_numel(self, piece: Piece) -> int:
         return piece.numel if self.stack is None else self.stack.outer.k_for(piece.numel)
 
-    def warm(self, piece: Piece) -> None:
+    def warm(self, piece: Piece, out: torch.Tensor) -> None:
         if not self.plain:
             self._share(piece)
 
@@ -491,6 +493,7 @@ class SparseAdd(DenseAdd):
             at, final = at + self.kept[p.pid] + self.tail, final + self.kept[p.pid]
         self._values: dict[int, torch.Tensor] = {}
         self._rest: dict[int, Payload] = {}
+        self._cleared: set[int] = set()
 
     @staticmethod
     def sparse_workspace_size(codec: RandomK, pieces: list[Piece], counted: bool) -> int:
@@ -507,8 +510,13 @@ class SparseAdd(DenseAdd):
             self._values[pid], self._rest[pid] = self.codec.split(self.x[piece.lo : piece.hi], self.key(pid, 0))
         return self._values[pid]
 
-    def warm(self, piece: Piece) -> None:
+    def warm(self, piece: Piece, out: torch.Tensor) -> None:
+        """Draw the piece's coordinates and take its kept values; then its part of ``out``, no
+        longer read, is cleared for the final's scatter."""
         self._mine(piece)
+        if piece.pid not in self._cleared:
+            out[piece.lo : piece.hi].zero_()
+            self._cleared.add(piece.pid)
 
     def _region(self, piece: Piece) -> torch.Tensor:
         if self.workspace is None:
@@ -523,8 +531,8 @@ class SparseAdd(DenseAdd):
         return self.workspace[lo : lo + self.kept[piece.pid]]
 
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
-        self._mine(piece)  # the coordinates' key
-        self.codec.expand(payload.tensors["values"], self._rest[piece.pid], out=out[piece.lo : piece.hi])
+        self.warm(piece, out)  # the coordinates' key, and zeros where nothing is kept
+        self.codec.scatter(payload.tensors["values"], self._rest[piece.pid], out[piece.lo : piece.hi])
 
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
         return None if self.workspace is None else [self._final(piece, out)]
