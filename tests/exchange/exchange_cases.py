@@ -77,7 +77,9 @@ def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int,
         x = grads(len(counts), n, seed=5)[rank]
         result = exchange.reduce(x, count=counts[rank], out=x if in_place else None)
         assert not in_place or result.data_ptr() == x.data_ptr()
-        out.append({"out": result, "wire": sum(r.wire_bytes for r in exchange.traffic())})
+        records = exchange.traffic()
+        out.append({"out": result, "wire": sum(r.wire_bytes for r in records),
+                    "raw": sum(r.raw_bytes for r in records)})  # fmt: skip
     return out
 
 

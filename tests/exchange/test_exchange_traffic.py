@@ -19,10 +19,10 @@ class _Spy(InProcTransport):
 
     sent: list[tuple[int, int, str, int, int]] = []
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True, joined: bool = False):
+    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False):
         real = payload.header_bytes + sum(t.numel() * t.element_size() for t in payload.tensors.values())
         _Spy.sent.append((self.rank, dst, meta.phase, meta.hop, real))
-        return super().isend(dst, payload, meta, framed, joined)
+        return super().isend(dst, payload, meta, joined)
 
 
 @pytest.mark.parametrize("exchange, codec, counts", [

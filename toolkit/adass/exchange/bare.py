@@ -44,10 +44,6 @@ class BareLayout:
         """A new buffer to receive into."""
         return torch.empty(self.nbytes, dtype=torch.uint8, device=device)
 
-    def like(self) -> Payload:
-        """A payload laid out like the bare buffers (for receives posted without a buffer)."""
-        return Payload({"values": torch.empty(1, dtype=torch.uint8).expand(self.nbytes)}, self.template.numel)
-
     def pack(self, payload: Payload, count: float | None) -> Payload:
         """``payload`` (and ``count`` where counted) as one new buffer, the ``values`` of a bare payload.
 

@@ -59,7 +59,8 @@ def split_count(payload: Payload) -> tuple[Payload, float]:
 
 
 def write_tail(tail: torch.Tensor, count: float) -> None:
-    """Store ``count`` in ``tail``, two float32 slots, as the bytes of a float64."""
+    """Store ``count`` in ``tail`` (8 bytes: two float32 slots, or eight uint8), as the bytes of a
+    float64."""
     if tail.device.type == "cpu":  # through numpy: a fraction of the cost of a new tensor
         tail.numpy().view(np.float64)[0] = count
         return

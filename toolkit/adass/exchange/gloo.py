@@ -1,8 +1,8 @@
 """Transport over torch.distributed point-to-point (gloo) between real processes, framed by
 ``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. A payload
 is at most a head and one body message, or one message of both where the receiver knows the layout
-(``joined``); transfers both sides agree on (``expect``, ``isend_values``) travel as the bare body.
-On a throttled transport a bare body is preceded by a 16-byte stamp (send and release times, on a
+(``joined``); transfers both sides agree on (``isend_values``) travel as the bare tensor. On a
+throttled transport a bare tensor is preceded by a 16-byte stamp (send and release times, on a
 fourth tag), so the receiver paces it from when it was sent, as it does framed payloads.
 """
 
@@ -33,16 +33,14 @@ class _Sent(SendHandle):
 
 class _Recv(RecvHandle):
     def __init__(self, transport: GlooTransport, src: int, like: Payload | None,
-                 into: list[torch.Tensor] | None, expect: Transfer | None, joined: bool) -> None:  # fmt: skip
+                 into: list[torch.Tensor] | None, joined: bool) -> None:  # fmt: skip
         super().__init__(transport._queue(src))
-        if (expect is not None or joined) and like is None:
-            raise ValueError("an agreed (unframed) or joined receive needs like=")
-        if joined and (expect is not None or into is not None):
-            raise ValueError("a joined receive brings its own head: no expect= or into=")
-        self.transport, self.src, self.like, self.expect = transport, src, like, expect
-        self.posted_at = time.time()
+        if joined and like is None:
+            raise ValueError("a joined receive needs like=")
+        if joined and into is not None:
+            raise ValueError("a joined receive brings its own head: no into=")
+        self.transport, self.src = transport, src
         self.head = self.head_work = None
-        self.stamp = transport._post_stamp(src) if expect is not None else None
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
@@ -55,9 +53,8 @@ class _Recv(RecvHandle):
             )
             self.head_work = transport._post_recv(message, src, transport.tag_body)
             return
-        if expect is None:
-            self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
-            self.head_work = transport._post_recv(self.head, src, transport.tag_head)
+        self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
+        self.head_work = transport._post_recv(self.head, src, transport.tag_head)
         if self.layout is not None:  # the layout is known: post the body buffers now
             if into is None:
                 buffers = framing.alloc_bodies(self.layout)
@@ -75,17 +72,11 @@ class _Recv(RecvHandle):
         self.body_works = [t._post_recv(b, self.src, t.tag_body) for b in buffers]
 
     def _complete(self) -> Payload:
-        frame = self._frame() if self.expect is None else None
+        frame = self._frame()
         for w in self.body_works:
             w.wait()
-        t = self.transport
-        if frame is None:  # agreed transfer: everything but the bytes is known here
-            like = self.like
-            sent_at, not_before = t._stamp_of(self.stamp, self.posted_at)
-            frame = framing.Frame(like.numel, like.header_bytes, dict(like.header), self.layout,
-                                  self.expect, sent_at, not_before)  # fmt: skip
         payload = framing.assemble(frame, self.bodies)
-        t._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
+        self.transport._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
         return payload
 
     def _frame(self) -> framing.Frame:
@@ -109,7 +100,8 @@ class _Recv(RecvHandle):
 
 
 class _RecvValues(RecvHandle):
-    """A receive of one agreed tensor, posted straight into its destination (no frame)."""
+    """A receive of one agreed tensor, posted straight into its destination (no frame); on a
+    throttled transport its stamp comes first, on a tag of its own."""
 
     def __init__(
         self, transport: GlooTransport, src: int, into: torch.Tensor, numel: int, meta: Transfer
@@ -117,14 +109,22 @@ class _RecvValues(RecvHandle):
         super().__init__(transport._queue(src))
         self.transport, self.src, self.values, self.numel, self.meta = transport, src, into, numel, meta
         self.posted_at = time.time()
-        self.stamp = transport._post_stamp(src)
+        self.stamp = None if transport.clock is None else torch.empty(2, dtype=torch.float64)
+        if self.stamp is not None:
+            self.stamp_work = transport._post_recv(self.stamp, src, transport.tag_stamp)
         self.work = transport._post_recv(into, src, transport.tag_body)
 
     def _complete(self) -> Payload:
         self.work.wait()
         payload = Payload({"values": self.values}, self.numel)
-        sent_at, not_before = self.transport._stamp_of(self.stamp, self.posted_at)
-        self.transport._deliver(self.src, payload, self.meta, sent_at, not_before)
+        t = self.transport
+        if self.stamp is None:  # nothing to pace: the records time it from the posted receive
+            sent_at, not_before = self.posted_at, time.time()
+        else:
+            self.stamp_work.wait()
+            t.log.frame_bytes += self.stamp.numel() * self.stamp.element_size()
+            sent_at, not_before = self.stamp.tolist()
+        t._deliver(self.src, payload, self.meta, sent_at, not_before)
         return payload
 
 
@@ -176,51 +176,20 @@ class GlooTransport(Transport):
         self.log.wire_messages += 1
         return self._pg.send([tensor], dst, tag)
 
-    def _send_stamp(self, nbytes: int, dst: int, works: list, keep: list[torch.Tensor]) -> None:
-        """On a throttled transport, send the stamps of a bare body of ``nbytes`` ahead of it."""
-        if self.clock is None:
-            return
-        stamp = torch.tensor(self._stamp(nbytes), dtype=torch.float64)
-        works.append(self._post_send(stamp, dst, self.tag_stamp))
-        keep.append(stamp)
-
-    def _post_stamp(self, src: int) -> tuple[torch.Tensor, object] | None:
-        """On a throttled transport, post the receive of a bare body's stamps (None otherwise)."""
-        if self.clock is None:
-            return None
-        stamp = torch.empty(2, dtype=torch.float64)
-        return stamp, self._post_recv(stamp, src, self.tag_stamp)
-
-    def _stamp_of(self, posted: tuple[torch.Tensor, object] | None, posted_at: float) -> tuple[float, float]:
-        """Send and release times of a bare body: its stamps where it has them, else the time its
-        receive was posted and now (no pacing to do)."""
-        if posted is None:
-            return posted_at, time.time()
-        stamp, work = posted
-        work.wait()
-        self.log.frame_bytes += stamp.numel() * stamp.element_size()
-        sent_at, not_before = stamp.tolist()
-        return sent_at, not_before
-
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
-              joined: bool = False) -> SendHandle:  # fmt: skip
+    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
         self._check_peer(dst)
         works, keep = [], []
-        if framed or joined:
-            sent_at, not_before = self._stamp(payload.nbytes)
-            head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
-            if joined:  # one message: head, then the body (its bytes copied once, into place)
-                bodies = [framing.joined_message(payload, head)]
-            else:
-                bodies = framing.body_views(payload)
-                works.append(self._post_send(head, dst, self.tag_head))
-                keep.append(head)
-            if overflow is not None:
-                works.append(self._post_send(overflow, dst, self.tag_overflow))
-                keep.append(overflow)
+        sent_at, not_before = self._stamp(payload.nbytes)
+        head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
+        if joined:  # one message: head, then the body (its bytes copied once, into place)
+            bodies = [framing.joined_message(payload, head)]
         else:
-            self._send_stamp(payload.nbytes, dst, works, keep)
             bodies = framing.body_views(payload)
+            works.append(self._post_send(head, dst, self.tag_head))
+            keep.append(head)
+        if overflow is not None:
+            works.append(self._post_send(overflow, dst, self.tag_overflow))
+            keep.append(overflow)
         for body in bodies:
             works.append(self._post_send(body, dst, self.tag_body))
             keep.append(body)
@@ -228,16 +197,18 @@ class GlooTransport(Transport):
         return _Sent(works, keep)
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
-        return _Recv(self, src, like, into, expect, joined)
+              joined: bool = False) -> RecvHandle:  # fmt: skip
+        return _Recv(self, src, like, into, joined)
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         self._check_peer(dst)
         nbytes = values.numel() * values.element_size()
-        works, keep = [], []
-        self._send_stamp(nbytes, dst, works, keep)
+        works, keep = [], [values]
+        if self.clock is not None:  # the stamp the receiver paces this transfer by
+            stamp = torch.tensor(self._stamp(nbytes), dtype=torch.float64)
+            works.append(self._post_send(stamp, dst, self.tag_stamp))
+            keep.append(stamp)
         works.append(self._post_send(values, dst, self.tag_body))
-        keep.append(values)
         self.log.sent(nbytes)
         return _Sent(works, keep)
 

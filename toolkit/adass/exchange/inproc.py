@@ -99,8 +99,7 @@ class InProcTransport(Transport):
         super().__init__(rank, hub.world, link, throttle)
         self.hub = hub
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
-              joined: bool = False) -> SendHandle:  # fmt: skip
+    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
         self._check_peer(dst)
         sent_at, not_before = self._stamp(payload.nbytes)
         self.hub.put(self.rank, dst, _Envelope(payload, meta, sent_at, not_before))
@@ -108,5 +107,5 @@ class InProcTransport(Transport):
         return _Sent()
 
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
+              joined: bool = False) -> RecvHandle:  # fmt: skip
         return _Recv(self, src)

@@ -261,13 +261,10 @@ class RingExchange(Exchange):
     def _post(self, policy: Policy, phase: str, hop: int, piece: Piece, out: torch.Tensor) -> RecvHandle:
         """Post the receive of ``piece`` at ``hop`` of ``phase``, with its layout where known."""
         left = (self.rank - 1) % self.transport.world
-        if policy.agreed:
-            meta = self._meta(phase, hop, piece.chunk)
+        if policy.agreed:  # (in process the buffer goes unused: payloads arrive by reference)
             into = policy.reduce_buffer(piece) if phase == _RS else policy.gather_buffer(piece, out)
-            if into is not None:
-                return self.transport.irecv_values(left, into[0], piece.numel, meta)
-            like = policy.like(piece) if phase == _RS else policy.gather_like(piece)
-            return self.transport.irecv(left, like=like, expect=meta)
+            meta = self._meta(phase, hop, piece.chunk)
+            return self.transport.irecv_values(left, into, policy.wire_numel(piece), meta)
         like = self._layouts.expected((phase, hop, piece.pid))
         return self.transport.irecv(left, like=like, joined=like is not None)
 

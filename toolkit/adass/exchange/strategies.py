@@ -15,6 +15,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -102,7 +103,7 @@ class Policy(ABC):
         The step's total count, once a final payload has shown it (None before, or unweighted).
     """
 
-    agreed = False  # payloads are fully described by ``like`` (no header): they may travel unframed
+    agreed = False  # both sides know every payload's size: it travels as one bare tensor
 
     def __init__(self, codec: Codec, x: torch.Tensor, weighting: Weighting, key: KeyFn) -> None:
         self.codec, self.x, self.w, self.key = codec, x, weighting, key
@@ -149,24 +150,20 @@ class Policy(ABC):
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         """Write the values of a final payload into ``out``, scaled to the step's total."""
 
-    # -- what receives may know in advance ----------------------------------------------------
-    def like(self, piece: Piece) -> Payload | None:
-        """For an ``agreed`` policy: a payload laid out like every partial sum of ``piece``, which
-        travels unframed into a buffer posted early. (Other policies' framed payloads are posted
-        with the layouts the ring remembers from earlier steps.)"""
-        return None
+    # -- what receives may know in advance (``agreed`` policies) --------------------------------
+    def wire_numel(self, piece: Piece) -> int:
+        """The dense length the travelling payloads of ``piece`` stand for (their ``numel``)."""
+        return piece.numel
 
-    def gather_like(self, piece: Piece) -> Payload | None:
-        """As ``like``, for the final payloads of the all-gather."""
-        return self.like(piece)
+    def reduce_buffer(self, piece: Piece) -> torch.Tensor:
+        """For an ``agreed`` policy: the contiguous tensor a partial sum of ``piece`` is received
+        into, posted early. (Other policies' framed payloads are posted with the layouts the ring
+        remembers from earlier steps.)"""
+        raise NotImplementedError(f"{type(self).__name__} payloads are framed")
 
-    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
-        """Buffers a partial sum of ``piece`` may be received into (None: the transport's own)."""
-        return None
-
-    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
-        """Buffers a final payload of ``piece`` may be received into (None: the transport's own)."""
-        return None
+    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
+        """As ``reduce_buffer``, for the final payloads of the all-gather."""
+        raise NotImplementedError(f"{type(self).__name__} payloads are framed")
 
 
 class CodecPolicy(Policy):
@@ -186,11 +183,7 @@ class CodecPolicy(Policy):
         """The codec whose payloads travel."""
         return self.codec
 
-    def wire_numel(self, piece: Piece) -> int:
-        """Length of the vector the travelling payloads of ``piece`` encode."""
-        return piece.numel
-
-    @property
+    @cached_property
     def agreed(self) -> bool:  # type: ignore[override]
         return self._bare(0) is not None
 
@@ -245,15 +238,13 @@ class CodecPolicy(Policy):
             if factor != 1.0:
                 dst.mul_(factor)
 
-    def like(self, piece: Piece) -> Payload | None:
+    def reduce_buffer(self, piece: Piece) -> torch.Tensor:
         bare = self._bare(self.wire_numel(piece))
-        return None if bare is None else bare.like()
+        if bare is None:
+            return super().reduce_buffer(piece)
+        return bare.empty(self.x.device)
 
-    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
-        bare = self._bare(self.wire_numel(piece))
-        return None if bare is None else [bare.empty(self.x.device)]
-
-    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
+    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
         return self.reduce_buffer(piece)
 
 
@@ -455,17 +446,11 @@ class DenseAdd(Policy):
         if values.data_ptr() != dst.data_ptr() or values.numel() != dst.numel():
             dst.copy_(values)
 
-    def like(self, piece: Piece) -> Payload | None:
-        return Payload({"values": torch.empty(1).expand(self._len(piece) + self.tail)}, numel=piece.numel)
+    def reduce_buffer(self, piece: Piece) -> torch.Tensor:
+        return self._region(piece)
 
-    def gather_like(self, piece: Piece) -> Payload | None:
-        return Payload({"values": torch.empty(1).expand(self._len(piece))}, numel=piece.numel)
-
-    def reduce_buffer(self, piece: Piece) -> list[torch.Tensor] | None:
-        return None if self.workspace is None else [self._region(piece)]
-
-    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
-        return [self._final(piece, out)]
+    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
+        return self._final(piece, out)
 
 
 class SparseAdd(DenseAdd):
@@ -533,6 +518,3 @@ class SparseAdd(DenseAdd):
     def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
         self.warm(piece, out)  # the coordinates' key, and zeros where nothing is kept
         self.codec.scatter(payload.tensors["values"], self._rest[piece.pid], out[piece.lo : piece.hi])
-
-    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> list[torch.Tensor] | None:
-        return None if self.workspace is None else [self._final(piece, out)]

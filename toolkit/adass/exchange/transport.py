@@ -154,18 +154,16 @@ class Transport(ABC):
         self._pending: dict[int, deque[RecvHandle]] = {}
 
     @abstractmethod
-    def isend(self, dst: int, payload: Payload, meta: Transfer, framed: bool = True,
-              joined: bool = False) -> SendHandle:  # fmt: skip
+    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
         """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``.
 
-        ``framed=False`` leaves out what describes the payload on the wire (a copying transport's
-        frame head); only for a receive posted with ``expect``. ``joined=True`` sends the head and
-        the body as one message; only for a receive posted with ``like`` and ``joined=True``.
+        ``joined=True`` sends the head and the body as one message; only for a receive posted with
+        ``like`` and ``joined=True``.
         """
 
     @abstractmethod
     def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              expect: Transfer | None = None, joined: bool = False) -> RecvHandle:  # fmt: skip
+              joined: bool = False) -> RecvHandle:  # fmt: skip
         """Post a receive from ``src``.
 
         Parameters
@@ -178,9 +176,6 @@ class Transport(ABC):
         into : list of Tensor, optional
             With ``like`` of one non-empty tensor: a contiguous tensor of its size to receive
             straight into.
-        expect : Transfer, optional
-            With ``like``: the transfer is agreed on both sides (the sender passes
-            ``framed=False``); the payload gets ``like``'s numel and header.
         joined : bool
             With ``like``: the head comes in one message with the body (the sender passes
             ``joined=True``), so one message per payload.
@@ -192,17 +187,18 @@ class Transport(ABC):
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         """Send one contiguous tensor as it is, for a receive posted with :meth:`irecv_values`.
 
-        Both sides know the transfer (size, dtype and ``meta``), so nothing describes it on the
-        wire; ``numel`` is the dense length it stands for (the records' raw bytes). Copying
-        transports may override this and :meth:`irecv_values` with a leaner route.
+        Both sides know the transfer (size, dtype and ``meta``), so nothing needs to describe it on
+        the wire; ``numel`` is the dense length it stands for (the records' raw bytes). This
+        default sends an ordinary payload; copying transports override this and
+        :meth:`irecv_values` with a route that sends the bytes alone.
         """
-        return self.isend(dst, Payload({"values": values}, numel), meta, framed=False)
+        return self.isend(dst, Payload({"values": values}, numel), meta)
 
     def irecv_values(self, src: int, into: torch.Tensor, numel: int, meta: Transfer) -> RecvHandle:
         """Receive what :meth:`isend_values` sends, straight into ``into`` (contiguous, the sent
         size and dtype); ``wait`` returns a payload whose ``values`` hold the bytes received (in
         ``into`` where the transport copies)."""
-        return self.irecv(src, like=Payload({"values": into}, numel), into=[into], expect=meta)
+        return self.irecv(src, like=Payload({"values": into}, numel), into=[into])
 
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
         """Send and wait."""
