@@ -11,8 +11,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import param
+
 from . import __version__
-from .config import SECTIONS, RunConfig, allowed_text, check_option, options, registry_for
+from .command_options import (
+    LIST_ITEMS,
+    BenchOptions,
+    CompareOptions,
+    DashboardOptions,
+    TrainOptions,
+    check_command_options,
+)
+from .config import SECTIONS, ClusterSection, RunConfig, allowed_text, check_option, flag_for, options, registry_for
 from .registry import SpecError
 
 __all__ = ["build_parser", "main"]
@@ -25,40 +35,60 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _option_help(option: str, p) -> str:
-    text = f"{p.doc}; default {p.default!s}"
-    registry = registry_for(option)
-    if registry is None:
+def _option_help(option: str, p: param.Parameter) -> str:
+    """The definition's doc, its default and what it accepts (the plug-in names of a spec option)."""
+    text = p.doc
+    if not isinstance(p, param.Boolean) and p.default not in (None, "", []):
+        text += f"; default {p.default!s}"
+    registry = registry_for(LIST_ITEMS.get(option, option))
+    if registry is not None:
+        return f"{text}; one of {'|'.join(registry.names())} (parameters below)"
+    if isinstance(p, (param.Number, param.Selector)):
         return f"{text}; {allowed_text(p)}"
-    return f"{text}; one of {'|'.join(registry.names())} (parameters below)"
+    return text
 
 
-def _spec_epilog(skip: Sequence[str] = ()) -> str:
-    """The plug-ins every spec option accepts, with each parameter's allowed values."""
+def _metavar(p: param.Parameter) -> str:
+    if isinstance(p, param.Foldername):
+        return "DIR"
+    return "SPEC" if isinstance(p, param.List) else "VALUE"
+
+
+def _add_options(
+    parser: argparse.ArgumentParser, definitions: type[param.Parameterized], skip: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+) -> None:  # fmt: skip
+    """One flag per option of a param class: ``--name VALUE``, ``--name SPEC [SPEC ...]`` for lists,
+    a switch for booleans that default to false. Values stay text here; they are checked later."""
+    required = getattr(definitions, "required", ())
+    for option, p in options(definitions).items():
+        if option in skip or (only is not None and option not in only):
+            continue
+        flag, text = flag_for(option), _option_help(option, p)
+        if isinstance(p, param.Boolean) and p.default is False:
+            parser.add_argument(flag, dest=option, action="store_true", help=text)
+            continue
+        nargs = "+" if isinstance(p, param.List) else None
+        parser.add_argument(flag, dest=option, nargs=nargs, default=None, metavar=_metavar(p),
+                            required=option in required, help=text)  # fmt: skip
+
+
+def _spec_epilog(lists: Sequence[str] = ()) -> str:
+    """The plug-ins every spec option (and each of the command's ``lists``) accepts, with each
+    parameter's allowed values."""
     parts = ["spec options take NAME or NAME:key=value,key=value"]
     for section in SECTIONS.values():
         for option in options(section):
             registry = registry_for(option)
-            if registry is not None and option not in skip:
-                flag = "--" + option.replace("_", "-") + ("/--samplers" if option == "sampler" else "")
-                parts.append(f"\n{registry.kind} specs ({flag}):\n{registry.help()}")
+            if registry is not None:
+                flags = [flag_for(option)] + [flag_for(k) for k in lists if LIST_ITEMS[k] == option]
+                parts.append(f"\n{registry.kind} specs ({'/'.join(flags)}):\n{registry.help()}")
     return "\n".join(parts)
 
 
 def _add_config_options(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
     for section_name, section in SECTIONS.items():
-        group = parser.add_argument_group(f"{section_name} options")
-        for option, p in options(section).items():
-            if option in skip:
-                continue
-            flag = "--" + option.replace("_", "-")
-            group.add_argument(flag, dest=option, default=None, metavar="VALUE", help=_option_help(option, p))
-
-
-def _add_out(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--out", required=required, metavar="DIR", help="folder for records and tables")
-    parser.add_argument("--overwrite", action="store_true", help="allow an --out folder that already holds results")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+        _add_options(parser.add_argument_group(f"{section_name} options"), section, skip=skip)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,24 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_spec_epilog(), formatter_class=raw,
     )  # fmt: skip
     _add_config_options(p_train)
-    _add_out(p_train, required=False)
-    p_train.add_argument("--resume", metavar="DIR", help="continue the distributed run in DIR from its last checkpoint "
-                         "(its config.json is used; --epochs may raise the epoch count)")  # fmt: skip
+    _add_options(p_train, TrainOptions)
 
     p_cmp = sub.add_parser(
         "compare", help="several samplers x seeds side by side, writes compare.csv",
         description="Train each sampler for each seed on the same data; write DIR/compare.csv and compare.md.",
-        epilog=_spec_epilog(), formatter_class=raw,
+        epilog=_spec_epilog(lists=("samplers", "exchanges")), formatter_class=raw,
     )  # fmt: skip
-    p_cmp.add_argument("--samplers", nargs="+", required=True, metavar="SPEC",
-                       help="sampler specs separated by spaces (a spec may hold commas); full is added as reference")  # fmt: skip
-    p_cmp.add_argument("--seeds", default="1", metavar="K", help="seeds per sampler (seed, seed+1, ..); an integer in [1, 100]")
-    p_cmp.add_argument("--exchanges", nargs="+", default=[], metavar="SPEC",
-                       help="with --workers: several exchange specs, each run with every sampler and codec")  # fmt: skip
-    p_cmp.add_argument("--codecs", nargs="+", default=[], metavar="SPEC",
-                       help="with --workers: several codec specs, each run with every sampler and exchange")  # fmt: skip
+    _add_options(p_cmp, CompareOptions)
     _add_config_options(p_cmp, skip=("sampler",))
-    _add_out(p_cmp)
 
     from .bench import SUITES
 
@@ -102,23 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Suites: " + "; ".join(f"{k}: {v}" for k, v in SUITES.items()),
     )  # fmt: skip
     p_bench.add_argument("suite", choices=sorted(SUITES), help="which benchmark")
-    p_bench.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    _add_out(p_bench)
+    _add_options(p_bench, BenchOptions)
 
     p_dash = sub.add_parser(
         "dashboard", help="serve the live dashboard (dashboards/app.py) with Panel",
         description="Serve the live dashboard: every run option, Start/Stop, live selection, traffic and "
                     "accuracy views, and saved runs overlaid for comparison.",
     )  # fmt: skip
-    p_dash.add_argument("--port", default="5006", metavar="P", help="port to serve on; an integer in [1, 65535]; default 5006")
-    p_dash.add_argument("--address", default="127.0.0.1", metavar="ADDR",
-                        help="address to listen on; default 127.0.0.1 (this machine only)")  # fmt: skip
-    p_dash.add_argument("--scheduler", default="", metavar="ADDR",
-                        help="default Dask scheduler for runs started from the page (tcp://HOST:PORT); "
-                             "empty: an embedded LocalCluster per run")  # fmt: skip
-    p_dash.add_argument("--runs", default=None, metavar="DIR",
-                        help="folder of saved runs to compare (searched 3 levels deep); new runs are saved here")  # fmt: skip
-    p_dash.add_argument("--show", action="store_true", help="open the page in a browser")
+    _add_options(p_dash, DashboardOptions)
+    _add_options(p_dash, ClusterSection, only=("scheduler",))
     return parser
 
 
@@ -127,41 +140,17 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
     return RunConfig.from_flat(**flat)
 
 
-def _check_out(args: argparse.Namespace, marker: str) -> Path:
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--out: {args.out!r} is a file; expected a folder")
-    if (out / marker).exists() and not args.overwrite:
-        raise SpecError(f"--out: {args.out!r} already holds results ({marker}); choose another folder or pass --overwrite")
+def _checked(command: type[param.Parameterized], args: argparse.Namespace) -> argparse.Namespace:
+    """The command's own options from ``args``, parsed and checked against their definitions."""
+    return argparse.Namespace(**check_command_options(command, vars(args)))
+
+
+def _check_out(out_dir: str, overwrite: bool, marker: str) -> Path:
+    """``--out`` (already known to be a folder or nothing yet) must not hold results unless ``--overwrite``."""
+    out = Path(out_dir)
+    if (out / marker).exists() and not overwrite:
+        raise SpecError(f"--out: {out_dir!r} already holds results ({marker}); choose another folder or pass --overwrite")
     return out
-
-
-def _seeds(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 100:
-        raise SpecError(f"--seeds: {raw!r} is not allowed; expected an integer in [1, 100]")
-    return value
-
-
-def _port(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise SpecError(f"--port: {raw!r} is not allowed; expected an integer in [1, 65535]")
-    return value
-
-
-def _runs_folder(raw: str | None) -> Path | None:
-    if raw is None:
-        return None
-    if not Path(raw).is_dir():
-        raise SpecError(f"--runs: {raw!r} is not a folder; expected a folder of saved runs")
-    return Path(raw)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,28 +161,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     keep_freed_memory()
     try:
-        if args.command == "train" and args.resume:
-            return commands.run_resume(Path(args.resume), args.epochs, quiet=args.quiet)
         if args.command == "train":
-            if args.out is None:
+            opts = _checked(TrainOptions, args)
+            if opts.resume is not None:
+                return commands.run_resume(Path(opts.resume), args.epochs, quiet=opts.quiet)
+            if opts.out is None:
                 raise SpecError("--out: a folder is required (or --resume DIR)")
             config = _config_from(args)
-            out = _check_out(args, "config.json")
-            return commands.run_train(config, out, quiet=args.quiet)
+            out = _check_out(opts.out, opts.overwrite, "config.json")
+            return commands.run_train(config, out, quiet=opts.quiet)
         if args.command == "compare":
             config = _config_from(args)
-            seeds = _seeds(args.seeds)
-            if (args.exchanges or args.codecs) and not config.cluster.workers:
+            opts = _checked(CompareOptions, args)
+            if (opts.exchanges or opts.codecs) and not config.cluster.workers:
                 raise SpecError("--exchanges/--codecs: need --workers 1 or more")
-            out = _check_out(args, "compare.csv")
-            return commands.run_compare(config, args.samplers, seeds, out, quiet=args.quiet,
-                                        exchanges=args.exchanges, codecs=args.codecs)  # fmt: skip
+            out = _check_out(opts.out, opts.overwrite, "compare.csv")
+            return commands.run_compare(config, opts.samplers, opts.seeds, out, quiet=opts.quiet,
+                                        exchanges=opts.exchanges, codecs=opts.codecs)  # fmt: skip
         if args.command == "dashboard":
-            port, runs = _port(args.port), _runs_folder(args.runs)
-            scheduler = check_option("scheduler", options(SECTIONS["cluster"])["scheduler"], args.scheduler)
-            return commands.run_dashboard(port, args.address, scheduler, runs, show=args.show)
-        out = _check_out(args, f"{args.suite}.csv")
-        return commands.run_bench(args.suite, out, quick=args.quick)
+            opts = _checked(DashboardOptions, args)
+            scheduler = check_option("scheduler", ClusterSection.param["scheduler"], args.scheduler or "")
+            runs = None if opts.runs is None else Path(opts.runs)
+            return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show)
+        opts = _checked(BenchOptions, args)
+        out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
+        return commands.run_bench(args.suite, out, quick=opts.quick)
     except SpecError as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -1,18 +1,27 @@
 """Run configuration: one definition per option (bounds and a one-line doc), grouped in sections.
 
-The CLI flags, the dashboard widgets and validation all come from these ``param`` classes. Options
-whose value is a plug-in spec (``--sampler adass:eps=0.2``) are checked against their registry.
+The CLI flags, the dashboard widgets and validation all come from these ``param`` classes; values are
+parsed and checked by :mod:`adass.options`, as plug-in parameters are. Options whose value is a
+plug-in spec (``--sampler adass:eps=0.2``) are checked against their registry.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import param
 
+from .codecs import CODECS, Codec, make_codec
+from .data import DATASETS, SHARDINGS
+from .exchange import EXCHANGES, check
+from .exchange.link import parse_link
+from .models import MODELS
+from .options import allowed, check_value
 from .registry import Registry, SpecError
+from .sampling import SAMPLERS
 
 __all__ = [
     "ClusterSection",
@@ -24,9 +33,14 @@ __all__ = [
     "RunConfig",
     "SamplerSection",
     "SECTIONS",
+    "SPEC_PARSERS",
     "SPEC_REGISTRIES",
     "allowed_text",
     "check_option",
+    "codec_probe",
+    "flag_for",
+    "options",
+    "registry_for",
 ]
 
 
@@ -78,76 +92,72 @@ SECTIONS: dict[str, type[param.Parameterized]] = {
     "cluster": ClusterSection,
 }
 
-# option name -> "module:REGISTRY" of the plug-ins its spec names (imported lazily to avoid cycles)
-SPEC_REGISTRIES: dict[str, str] = {
-    "data": "adass.data:DATASETS",
-    "shard": "adass.data:SHARDINGS",
-    "model": "adass.models:MODELS",
-    "sampler": "adass.sampling:SAMPLERS",
-    "codec": "adass.codecs:CODECS",
-    "exchange": "adass.exchange:EXCHANGES",
-}
-# options whose spec grammar goes beyond one registry entry: "module:function(text) -> object"
-SPEC_PARSERS: dict[str, str] = {
-    "codec": "adass.codecs:make_codec",
-    "link": "adass.exchange.link:parse_link",
+# option name -> the registry of the plug-ins its spec names
+SPEC_REGISTRIES: dict[str, Registry] = {
+    "data": DATASETS,
+    "shard": SHARDINGS,
+    "model": MODELS,
+    "sampler": SAMPLERS,
+    "codec": CODECS,
+    "exchange": EXCHANGES,
 }
 
 
-def _load(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+@lru_cache(maxsize=64)
+def codec_probe(spec: str) -> Codec:
+    """The codec ``spec`` builds, for checks only: never train with it (it may keep state, such as
+    error-feedback memory). Built once per spec and process, however often configurations are
+    validated: every replica validates its configuration again, and comparisons validate each arm.
+    """
+    return make_codec(spec)
+
+
+@lru_cache(maxsize=64)
+def _checked_pair(exchange: str, codec: str) -> str:
+    return check(exchange, codec_probe(codec))
+
+
+# options whose spec grammar goes beyond one registry entry (checked by these, not by the registry's
+# validate): option name -> parser(text) -> object
+SPEC_PARSERS: dict[str, Callable[[str], object]] = {
+    "codec": codec_probe,
+    "link": parse_link,
+}
 
 
 def registry_for(option: str) -> Registry | None:
-    target = SPEC_REGISTRIES.get(option)
-    return None if target is None else _load(target)
+    """The registry whose plug-ins an option's spec names, or None for plain options."""
+    return SPEC_REGISTRIES.get(option)
 
 
-def _flag(option: str) -> str:
+def flag_for(option: str) -> str:
+    """The command-line flag of an option: ``batch_size`` -> ``--batch-size``."""
     return "--" + option.replace("_", "-")
 
 
-def allowed_text(p: param.Parameter) -> str:
-    """What values a parameter accepts, in words."""
-    if isinstance(p, param.Selector):
-        return "one of " + "|".join(map(str, p.objects))
-    if isinstance(p, param.Boolean):
-        return "true|false"
-    if isinstance(p, (param.Integer, param.Number)) and p.bounds is not None:
-        kind = "an integer" if isinstance(p, param.Integer) else "a number"
-        lo, hi = p.bounds
-        return f"{kind} in [{lo}, {hi}]"
-    return "a string"
+allowed_text = allowed  # what a parameter accepts, in words (one text for every kind of option)
 
 
-def check_option(option: str, p: param.Parameter, raw: Any) -> Any:
-    """Convert and validate one option value; raise SpecError with one line naming the flag."""
-    flag = _flag(option)
-    try:
-        if isinstance(p, param.Integer):
-            as_float = float(raw)
-            if not as_float.is_integer():
-                raise ValueError
-            value: Any = int(as_float)
-        elif isinstance(p, param.Number):
-            value = float(raw)
-        elif isinstance(p, param.Boolean):
-            value = str(raw).lower() in ("1", "true", "yes", "on") if not isinstance(raw, bool) else raw
-        else:
-            value = raw
-    except (TypeError, ValueError):
-        raise SpecError(f"{flag}: {raw!r} is not allowed; expected {allowed_text(p)}") from None
-    if isinstance(p, param.Selector) and value not in p.objects:
-        raise SpecError(f"{flag}: {raw!r} is not allowed; expected {allowed_text(p)}")
-    if isinstance(p, (param.Integer, param.Number)) and p.bounds is not None:
-        lo, hi = p.bounds
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise SpecError(f"{flag}: {raw} is not allowed; expected {allowed_text(p)}")
+def check_option(option: str, p: param.Parameter, raw: Any, flag: str | None = None) -> Any:
+    """Convert and validate one option value; raise SpecError with one line naming the flag.
+
+    Parameters
+    ----------
+    option : str
+        The option's name; a spec option is also checked against its registry or parser.
+    p : param.Parameter
+        Its definition.
+    raw : Any
+        Text from a flag or a widget, or a Python value.
+    flag : str, optional
+        The flag named in messages (``--samplers`` for an item of that list); ``--OPTION`` by default.
+    """
+    flag = flag or flag_for(option)
+    value = check_value(p, raw, flag)
     try:
         if option in SPEC_PARSERS:
             if str(value):
-                _load(SPEC_PARSERS[option])(str(value))
+                SPEC_PARSERS[option](str(value))
         elif (registry := registry_for(option)) is not None:
             value = registry.validate(str(value))
     except SpecError as err:
@@ -156,6 +166,7 @@ def check_option(option: str, p: param.Parameter, raw: Any) -> Any:
 
 
 def options(section: type[param.Parameterized]) -> dict[str, param.Parameter]:
+    """The options a section (or any param class) defines, by name."""
     return {k: v for k, v in section.param.objects("existing").items() if k != "name"}
 
 
@@ -175,7 +186,7 @@ class RunConfig:
     def from_flat(cls, **values: Any) -> RunConfig:
         unknown = set(values) - {k for s in SECTIONS.values() for k in options(s)}
         if unknown:
-            raise SpecError(f"unknown option {_flag(sorted(unknown)[0])}")
+            raise SpecError(f"unknown option {flag_for(sorted(unknown)[0])}")
         sections = {}
         for name, section in SECTIONS.items():
             kwargs = {}
@@ -189,15 +200,14 @@ class RunConfig:
 
     def check_pairs(self) -> None:
         """Checks across options: the exchange must be able to carry the codec."""
-        check = _load("adass.exchange:check")
         try:
-            check(self.exchange.exchange, self.codec.codec)
+            _checked_pair(self.exchange.exchange, self.codec.codec)
         except SpecError as err:
             raise SpecError(f"--exchange/--codec: {err}") from None
         if self.cluster.workers == 0:
-            defaults = {"codec": "fp32", "link": "", "scheduler": ""}
-            for option, default in defaults.items():
-                value = self.flat()[option]
+            flat = self.flat()
+            for option, default in {"codec": "fp32", "link": "", "scheduler": ""}.items():
+                value = flat[option]
                 if value != default:
                     raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
 

@@ -11,88 +11,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Param", "Registry", "Spec", "SpecError", "parse_spec"]
+import param
 
+from .options import Param, SpecError
 
-class SpecError(ValueError):
-    """A spec string or option value that cannot be used; the message is one line for the user."""
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a plug-in: default, bounds or choices, and a one-line doc.
-
-    The type is taken from ``default`` unless ``kind`` is given (``int``, ``float``, ``bool``, ``str``).
-    """
-
-    default: Any
-    doc: str = ""
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[Any, ...] | None = None
-    kind: type | None = None
-
-    @property
-    def type(self) -> type:
-        if self.kind is not None:
-            return self.kind
-        return type(self.default) if self.default is not None else str
-
-    def allowed(self) -> str:
-        """Human-readable range of allowed values, used in error messages and help."""
-        if self.choices is not None:
-            return "one of " + "|".join(str(c) for c in self.choices)
-        kind = self.type
-        if kind is bool:
-            return "true|false"
-        lo = "-inf" if self.low is None else _fmt(self.low)
-        hi = "inf" if self.high is None else _fmt(self.high)
-        name = {int: "an integer", float: "a number"}.get(kind, "a string")
-        if self.low is None and self.high is None:
-            return name
-        return f"{name} in [{lo}, {hi}]"
-
-    def convert(self, owner: str, key: str, raw: Any) -> Any:
-        """Convert and check one raw value; raise SpecError naming ``owner`` and ``key``."""
-        kind = self.type
-        value: Any
-        try:
-            if kind is bool:
-                value = _to_bool(raw)
-            elif kind is int:
-                as_float = float(raw)
-                if not as_float.is_integer():
-                    raise ValueError
-                value = int(as_float)
-            elif kind is float:
-                value = float(raw)
-            else:
-                value = str(raw)
-        except (TypeError, ValueError):
-            raise SpecError(f"{owner}: {key}={raw!r} is not allowed; expected {self.allowed()}") from None
-        bad = (
-            (self.choices is not None and value not in self.choices)
-            or (self.low is not None and value < self.low)
-            or (self.high is not None and value > self.high)
-        )
-        if bad:
-            raise SpecError(f"{owner}: {key}={raw} is not allowed; expected {self.allowed()}")
-        return value
-
-
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _to_bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
+__all__ = ["Entry", "Param", "Registry", "Spec", "SpecError", "parse_spec", "value_text"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +71,33 @@ class Entry:
             return self.name
         inner = [k.upper() if k == "path" else f"{k}={p.default}" for k, p in self.params.items()]
         return f"{self.name}:{','.join(inner)}"
+
+    def parameterized(self) -> type[param.Parameterized]:
+        """A ``param.Parameterized`` class with one Parameter per declared parameter.
+
+        Panel renders it (or an instance of it) as widgets: ``pn.Param(entry.parameterized())``;
+        bounds, choices and docs come from the declaration. :meth:`Registry.editor` gives an instance
+        holding a spec's values and :meth:`spec` turns values back into a spec.
+        """
+        attrs: dict[str, Any] = {key: p.parameter() for key, p in self.params.items()}
+        attrs["__doc__"] = self.doc
+        return type(param.Parameterized)(self.name, (param.Parameterized,), attrs)
+
+    def spec(self, values: dict[str, Any]) -> str:
+        """The spec text of ``values`` (parameters left at their default are not written)."""
+        args = {
+            key: value_text(values[key])
+            for key, p in self.params.items()
+            if key in values and values[key] != p.default
+        }
+        return str(Spec(self.name, args))
+
+
+def value_text(value: Any) -> str:
+    """A parameter value as spec text: ``true``/``false``, floats by ``repr`` (they read back equal)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 class Registry:
@@ -214,6 +164,11 @@ class Registry:
         parsed = spec if isinstance(spec, Spec) else parse_spec(spec, self.kind)
         self.resolve(parsed)
         return str(parsed)
+
+    def editor(self, spec: str | Spec) -> param.Parameterized:
+        """An instance of the entry's :meth:`Entry.parameterized` class holding the spec's values."""
+        entry, values = self.resolve(spec)
+        return entry.parameterized()(**values)
 
     def build(self, spec: str | Spec, **context: Any) -> Any:
         """Build the plug-in named by ``spec``; ``context`` carries run objects (dataset, seed, ...)."""

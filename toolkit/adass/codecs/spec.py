@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Param, Registry, SpecError, parse_spec
+from ..registry import Param, Registry, SpecError, parse_spec, value_text
 from .base import Codec
 
 __all__ = ["CODECS", "canonical", "make_codec"]
@@ -21,13 +21,7 @@ def canonical(name: str, params: dict[str, Param], values: dict[str, Any]) -> st
     """The canonical spec string of a registered codec: every declared parameter, in order."""
     if not params:
         return name
-    return name + ":" + ",".join(f"{k}={_text(values[k])}" for k in params)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, float) else str(value)
+    return name + ":" + ",".join(f"{k}={value_text(values[k])}" for k in params)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
