@@ -83,3 +83,35 @@ def test_compare_writes_one_row_per_sampler(tmp_path):
     assert full["backprop_frac"] == 1.0 and full["wall_ratio"] == 1.0
     assert table.set_index("sampler").loc["random:ratio=0.5", "backprop_frac"] == pytest.approx(0.5, abs=0.01)
     assert (out / "runs").is_dir() and len(list((out / "runs").iterdir())) == 6
+
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--lr", "nan"], "--lr"),
+        (["--lr", "inf"], "--lr"),
+        (["--momentum=-inf"], "--momentum"),
+        (["--timeout-s", "nan"], "--timeout-s"),
+        (["--sampler", "adass:eps=nan"], "--sampler"),
+        (["--workers", "2", "--codec", "randk:ratio=nan"], "--codec"),
+        (["--workers", "2", "--codec", "qsgd:bits=inf"], "--codec"),
+    ],
+)
+def test_nan_and_infinity_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, args, flag):
+    out = tmp_path / "run"
+    code = main(["train", *TINY, *args, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith(f"adass train: error: {flag}: ")
+    assert args[-1].split("=")[-1] in err and "expected" in err
+    assert not out.exists()
+
+
+def test_compare_checks_its_own_options_before_writing(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    for bad in (["--seeds", "nan"], ["--samplers", "full", "random:ratio=nan"]):
+        samplers = [] if "--samplers" in bad else ["--samplers", "full"]
+        code = main(["compare", *TINY, *samplers, *bad, "--out", str(out), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and bad[0] in err and "nan" in err
+    assert not out.exists()

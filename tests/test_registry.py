@@ -60,3 +60,37 @@ def test_names_and_help_list_every_entry():
     text = reg.help()
     assert "ratio=0.5" in text and "bits=8" in text and "one of a|b" in text and "PATH" in text
     assert reg.entry("files").usage() == "files:PATH,mode=a"
+
+
+def test_a_plug_in_entry_gives_widgets_panel_can_render():
+    import panel as pn
+    import param
+
+    from adass.sampling import SAMPLERS
+
+    entry = SAMPLERS.entry("adass")
+    editor = SAMPLERS.editor("adass:eps=0.3,lipschitz=empirical")
+    assert isinstance(editor, param.Parameterized) and (editor.eps, editor.lipschitz, editor.warmup) == (0.3, "empirical", 2)
+    pane = pn.Param(editor, parameters=list(entry.params))
+    widgets = {w.name: w for w in pane.layout if isinstance(w, pn.widgets.Widget) and w.name}
+    assert sorted(widgets) == sorted(editor.param[k].label for k in entry.params)
+    eps, lipschitz = widgets[editor.param["eps"].label], widgets[editor.param["lipschitz"].label]
+    assert (eps.value, eps.start, eps.end) == (0.3, 0.0, 1.0)
+    assert isinstance(lipschitz, pn.widgets.Select) and lipschitz.value == "empirical"
+    assert list(lipschitz.options) == ["auto", "exact", "feature", "const", "empirical"]
+    # values edited in the widgets make a spec that validates like a typed one
+    editor.param.update(eps=0.5, refresh=3)
+    spec = entry.spec(editor.param.values())
+    assert spec == "adass:eps=0.5,lipschitz=empirical,refresh=3"
+    assert SAMPLERS.resolve(spec)[1] == {**SAMPLERS.resolve("adass")[1], "eps": 0.5, "lipschitz": "empirical", "refresh": 3}
+
+
+def test_every_registered_plug_in_gives_a_parameterized_class():
+    from adass.config import SPEC_REGISTRIES
+
+    for registry in SPEC_REGISTRIES.values():
+        for entry in registry:
+            cls = entry.parameterized()
+            instance = cls()
+            assert {k: getattr(instance, k) for k in entry.params} == {k: p.default for k, p in entry.params.items()}
+            assert registry.validate(entry.spec(instance.param.values())) == entry.name

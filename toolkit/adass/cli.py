@@ -22,7 +22,16 @@ from .command_options import (
     TrainOptions,
     check_command_options,
 )
-from .config import SECTIONS, ClusterSection, RunConfig, allowed_text, check_option, flag_for, options, registry_for
+from .config import (
+    SECTIONS,
+    ClusterSection,
+    RunConfig,
+    allowed_text,
+    check_option,
+    flag_for,
+    options,
+    registry_for,
+)
 from .registry import SpecError
 
 __all__ = ["build_parser", "main"]
