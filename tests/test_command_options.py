@@ -15,7 +15,12 @@ from adass.config import flag_for, options
 from adass.options import allowed
 from adass.registry import SpecError
 
-COMMANDS = {"train": TrainOptions, "compare": CompareOptions, "bench": BenchOptions, "dashboard": DashboardOptions}
+COMMANDS = {
+    "train": TrainOptions,
+    "compare": CompareOptions,
+    "bench": BenchOptions,
+    "dashboard": DashboardOptions,
+}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -35,7 +40,9 @@ def test_defaults_come_from_the_definitions():
     assert check_command_options(DashboardOptions, {}) == {
         "port": 5006, "address": "127.0.0.1", "runs": None, "show": False,
     }  # fmt: skip
-    values = check_command_options(CompareOptions, {"samplers": ["random:ratio=0.5"], "seeds": "3", "out": "x"})
+    values = check_command_options(
+        CompareOptions, {"samplers": ["random:ratio=0.5"], "seeds": "3", "out": "x"}
+    )
     assert values["samplers"] == ["random:ratio=0.5"] and values["seeds"] == 3 and values["codecs"] == []
 
 
@@ -44,10 +51,18 @@ def test_defaults_come_from_the_definitions():
     [
         (CompareOptions, {"seeds": "101"}, "--seeds: 101 is not allowed; expected an integer in [1, 100]"),
         (CompareOptions, {"seeds": "nan"}, "--seeds: 'nan' is not allowed"),
-        (CompareOptions, {"samplers": ["full", "adass:eps=nan"]}, "--samplers: sampler 'adass:eps=nan': eps=nan"),
+        (
+            CompareOptions,
+            {"samplers": ["full", "adass:eps=nan"]},
+            "--samplers: sampler 'adass:eps=nan': eps=nan",
+        ),
         (CompareOptions, {"codecs": ["randk:ratio=inf"]}, "--codecs: codec 'randk:ratio=inf': ratio=inf"),
         (CompareOptions, {"exchanges": ["ps:servers=0"]}, "--exchanges: exchange 'ps:servers=0': servers=0"),
-        (DashboardOptions, {"port": "inf"}, "--port: 'inf' is not allowed; expected an integer in [1, 65535]"),
+        (
+            DashboardOptions,
+            {"port": "inf"},
+            "--port: 'inf' is not allowed; expected an integer in [1, 65535]",
+        ),
         (DashboardOptions, {"runs": "/nonexistent/runs"}, "--runs: /nonexistent/runs is not allowed"),
         (TrainOptions, {"resume": "/nonexistent/run"}, "--resume: /nonexistent/run is not allowed"),
     ],

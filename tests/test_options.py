@@ -78,7 +78,9 @@ def test_messages_quote_unreadable_values_and_show_readable_ones():
     bits = Param(8, low=1, high=16)
     with pytest.raises(SpecError, match="bits='x' is not allowed; expected an integer in \\[1, 16\\]"):
         bits.convert("codec 'qsgd'", "bits", "x")
-    with pytest.raises(SpecError, match="^--epochs: 0 is not allowed; expected an integer in \\[1, 100000\\]$"):
+    with pytest.raises(
+        SpecError, match="^--epochs: 0 is not allowed; expected an integer in \\[1, 100000\\]$"
+    ):
         check_value(options(OptimSection)["epochs"], 0, "--epochs")
 
 
