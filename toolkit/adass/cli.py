@@ -23,6 +23,7 @@ from .command_options import (
     check_command_options,
 )
 from .config import (
+    RUN_OPTIONS,
     SECTIONS,
     ClusterSection,
     RunConfig,
@@ -145,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config_from(args: argparse.Namespace) -> RunConfig:
-    flat = {k: v for k, v in vars(args).items() if k in {o for s in SECTIONS.values() for o in options(s)}}
+    flat = {k: v for k, v in vars(args).items() if k in RUN_OPTIONS}
     return RunConfig.from_flat(**flat)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import param
 
-from .config import SECTIONS, check_option, flag_for, options
+from .config import RUN_OPTIONS, check_option, flag_for, options
 
 __all__ = [
     "LIST_ITEMS",
@@ -87,8 +87,6 @@ class DashboardOptions(param.Parameterized):
 # list option -> the run option each of its items is checked as
 LIST_ITEMS: dict[str, str] = {"samplers": "sampler", "exchanges": "exchange", "codecs": "codec"}
 
-_RUN_OPTIONS: dict[str, param.Parameter] = {k: p for s in SECTIONS.values() for k, p in options(s).items()}
-
 
 def check_command_options(command: type[param.Parameterized], given: Mapping[str, Any]) -> dict[str, Any]:
     """Every option of ``command``: the given values parsed and checked, the others at their default.
@@ -114,6 +112,6 @@ def check_command_options(command: type[param.Parameterized], given: Mapping[str
         value = check_option(option, p, raw)
         if option in LIST_ITEMS:
             item = LIST_ITEMS[option]
-            value = [check_option(item, _RUN_OPTIONS[item], v, flag=flag_for(option)) for v in value]
+            value = [check_option(item, RUN_OPTIONS[item], v, flag=flag_for(option)) for v in value]
         values[option] = value
     return values

@@ -32,6 +32,7 @@ __all__ = [
     "OptimSection",
     "RunConfig",
     "SamplerSection",
+    "RUN_OPTIONS",
     "SECTIONS",
     "SPEC_PARSERS",
     "SPEC_REGISTRIES",
@@ -170,6 +171,10 @@ def options(section: type[param.Parameterized]) -> dict[str, param.Parameter]:
     return {k: v for k, v in section.param.objects("existing").items() if k != "name"}
 
 
+# every run option by name (names are unique across sections)
+RUN_OPTIONS: dict[str, param.Parameter] = {k: p for s in SECTIONS.values() for k, p in options(s).items()}
+
+
 @dataclass
 class RunConfig:
     """All sections of one run; ``RunConfig.from_flat(epochs=5, sampler="adass")`` validates each value."""
@@ -184,7 +189,7 @@ class RunConfig:
 
     @classmethod
     def from_flat(cls, **values: Any) -> RunConfig:
-        unknown = set(values) - {k for s in SECTIONS.values() for k in options(s)}
+        unknown = set(values) - set(RUN_OPTIONS)
         if unknown:
             raise SpecError(f"unknown option {flag_for(sorted(unknown)[0])}")
         sections = {}
