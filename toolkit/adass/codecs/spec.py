@@ -15,6 +15,7 @@ from .base import Codec
 __all__ = ["CODECS", "canonical", "make_codec"]
 
 CODECS = Registry("codec")
+EF = Param(False, "wrap the whole spec in error feedback, ef(SPEC)")
 
 
 def canonical(name: str, params: dict[str, Param], values: dict[str, Any]) -> str:
@@ -48,8 +49,7 @@ def _take_ef(part: str) -> tuple[str, bool]:
     spec = parse_spec(part, "codec")
     if "ef" not in spec.args:
         return part, False
-    raw = spec.args["ef"]
-    value = Param(False, "error feedback").convert(f"codec {part!r}", "ef", raw)
+    value = EF.convert(f"codec {part!r}", "ef", spec.args["ef"])
     rest = {k: v for k, v in spec.args.items() if k != "ef"}
     return str(type(spec)(spec.name, rest)), value
 
