@@ -1,11 +1,12 @@
 """The adass live dashboard page.
 
 Serve it with ``adass dashboard [--runs DIR] [--scheduler ADDR]``, or with
-``panel serve dashboards/app.py --args --runs DIR``; every view comes from ``adass.viz``.
+``panel serve dashboards/app.py --args --runs DIR``; the page is ``adass.dashboard``, its views come
+from ``adass.viz``.
 """
 
 import sys
 
-from adass.viz import app_options, build_app
+from adass.dashboard import app_options, build_app
 
 build_app(**app_options(sys.argv[1:])).servable(title="adass dashboard")

@@ -1,10 +1,10 @@
-"""Fixtures of synthetic records for the view tests (see viz_records for their shapes)."""
+"""Fixtures of synthetic records for the view tests (see synthetic_records for their shapes)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
-from viz_records import eval_records, selection_frame, step_rows
+from synthetic_records import eval_records, selection_frame, step_rows
 
 from adass.metrics import StepRecord, columns
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 from bokeh.models import ColumnDataSource
-from viz_records import ps_traffic, ring_traffic, selection_frame
+from synthetic_records import ps_traffic, ring_traffic, selection_frame
 
 from adass.data import Dataset
 from adass.viz import (

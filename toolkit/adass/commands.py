@@ -151,7 +151,7 @@ def run_bench(suite: str, out: Path, quick: bool = False) -> int:
 
 def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False) -> int:
     """``adass dashboard``: serve the live dashboard until interrupted."""
-    from .viz import serve_dashboard
+    from .dashboard import serve_dashboard
 
     serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show)
     return 0

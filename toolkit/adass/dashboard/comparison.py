@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import panel as pn
 
-from .curves import METRICS, X_AXES
-from .runs import find_runs, load_descriptions, load_evals, overlay_runs
+from ..viz.curves import METRICS, X_AXES
+from ..viz.runs import find_runs, load_descriptions, load_evals, overlay_runs
 
 __all__ = ["RunComparison"]
 

@@ -1,8 +1,9 @@
 """The live dashboard: option controls, Start/Stop, the live views and the Compare tab, in one page.
 
-A periodic callback in the page's own thread drains the run's :class:`~adass.viz.feed.LiveFeed` into
-``hv.streams.Buffer`` (evaluations) and ``hv.streams.Pipe`` s (selection, traffic, steps); nothing
-touches the page from the training or Dask threads.
+A periodic callback in the page's own thread drains the run's :class:`~adass.dashboard.feed.LiveFeed`
+into :class:`~adass.dashboard.state.LiveState` and sends each changed source of
+:mod:`adass.dashboard.views` to its ``hv.streams.Buffer`` or ``hv.streams.Pipe``; nothing touches the
+page from the training or Dask threads.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import html
 import logging
 import time
+from collections.abc import Hashable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,27 +20,17 @@ import holoviews as hv
 import panel as pn
 
 from ..registry import SpecError
+from ..viz.curves import X_AXES
 from .comparison import RunComparison
 from .controls import ConfigControls
-from .curves import X_AXES, empty_evals, kept_fraction, learning_curve, loss_curves
 from .feed import LiveFeed
-from .raster import kept_raster
-from .runner import BackgroundRun
-from .samples import extreme_samples
-from .selection import bound_histogram
-from .state import LiveState
-from .timeline import worker_timeline
-from .topology import topology
-from .traffic import chunk_bytes, traffic_heatmap
+from .runner import BackgroundRun, run_world
+from .state import LiveState, Part
+from .views import VIEWS, Refresh, Source, View
 
 __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
-
-
-def _samples_view(data: tuple, which: str, images: bool) -> hv.Element:
-    selection, dataset = data
-    return extreme_samples(selection, dataset if images else None, which=which)
 
 
 class Dashboard:
@@ -55,66 +47,63 @@ class Dashboard:
     poll_ms : int
         Period of the callback that moves records onto the page.
     heavy_ms : int
-        Least time between redraws of the traffic and timeline views.
+        Least time between redraws of the views whose source is :attr:`Refresh.THROTTLED`.
+    views : sequence of View
+        The live views (:data:`~adass.dashboard.views.VIEWS` unless told otherwise).
     """
 
     def __init__(self, runs_dir: str | Path | None = None, scheduler: str = "",
-                 defaults: dict[str, Any] | None = None, poll_ms: int = 300, heavy_ms: int = 700) -> None:  # fmt: skip
+                 defaults: dict[str, Any] | None = None, poll_ms: int = 300, heavy_ms: int = 700,
+                 views: Sequence[View] = VIEWS) -> None:  # fmt: skip
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
         self.poll_ms, self.heavy_ms = poll_ms, heavy_ms
+        self.table = tuple(views)
+        self.sources = tuple(dict.fromkeys(view.source for view in self.table))  # each once, in table order
         self.controls = ConfigControls(
             {**({"scheduler": scheduler} if scheduler else {}), **(defaults or {})}
         )
         self.state = LiveState()
         self.feed: LiveFeed | None = None
         self.run: BackgroundRun | None = None
-        self.world = 0
-        self._sent: dict[str, float] = {}
-        self._dirty: set[str] = set()
+        self._sent: dict[Source, float] = {}
+        self._dirty: set[Source] = set()
         self._callback: Any = None
-        self._build_streams()
+        self._build_views()
         self._build_widgets()
         self.compare = RunComparison(self.runs_dir)
 
     # -- construction ------------------------------------------------------------------------
-    def _build_streams(self) -> None:
-        self.evals = hv.streams.Buffer(empty_evals(), length=1_000_000, index=False)
+    def _build_views(self) -> None:
+        """A stream per source and a pane per view of the table."""
         self.x_axis = pn.widgets.Select(label="x axis", options={v: k for k, v in X_AXES.items()}, value="epoch",
                                         width=200, css_classes=["adass-x-axis"])  # fmt: skip
-        x_stream = hv.streams.Params(self.x_axis, ["value"], rename={"value": "x"})
-        s = self.state
-        self.selection_pipe = hv.streams.Pipe(data=s.selection)
-        self.grid_pipe = hv.streams.Pipe(data=s.grid)
-        self.traffic_pipe = hv.streams.Pipe(data=s.traffic)
-        self.steps_pipe = hv.streams.Pipe(data=s.steps)
-        dm = hv.DynamicMap
-        self.views = {
-            "accuracy": dm(
-                lambda data, x: learning_curve(data, "test_acc", x), streams=[self.evals, x_stream]
-            ),
-            "loss": dm(lambda data, x: loss_curves(data, x), streams=[self.evals, x_stream]),
-            "kept": dm(lambda data: kept_fraction(data), streams=[self.evals]),
-            "bounds": dm(lambda data: bound_histogram(data), streams=[self.selection_pipe]),
-            "raster": dm(lambda data: kept_raster(data), streams=[self.grid_pipe]),
-            "topology": dm(lambda data: topology(data, self.world), streams=[self.traffic_pipe]),
-            "traffic": dm(lambda data: traffic_heatmap(data), streams=[self.traffic_pipe]),
-            "chunks": dm(lambda data: chunk_bytes(data), streams=[self.traffic_pipe]),
-            "timeline": dm(lambda data: worker_timeline(data), streams=[self.steps_pipe]),
-        }
-        self.samples_pipe = hv.streams.Pipe(data=(s.selection, None))
-        self.hardest = pn.pane.HoloViews(sizing_mode="fixed", linked_axes=False)
-        self.easiest = pn.pane.HoloViews(sizing_mode="fixed", linked_axes=False)
-        self._images: bool | None = None
-        self._sample_views(images=False)
+        #: page controls a view can follow, by the keyword its ``draw`` takes
+        self.follows = {"x": hv.streams.Params(self.x_axis, ["value"], rename={"value": "x"})}
+        self.streams = {source.name: self._stream(source) for source in self.sources}
+        self.views: dict[str, hv.DynamicMap] = {}
+        self.panes: dict[str, pn.pane.HoloViews] = {}
+        self._shapes: dict[str, Hashable] = {}
+        for view in self.table:
+            # each view has axes of its own (Panel would link axes whose dimensions share a name)
+            self.panes[view.name] = pn.pane.HoloViews(sizing_mode="fixed", linked_axes=False)
+            self._show(view, self.streams[view.source.name].data)
 
-    def _sample_views(self, images: bool) -> None:
-        """Easiest/hardest views for image data (strips) or other data (bars); rebuilt only when that changes."""
-        if images == self._images:
+    def _stream(self, source: Source) -> hv.streams.Stream:
+        """A Buffer that new rows are appended to, or a Pipe that is sent the whole data each time."""
+        empty = source.read(self.state)  # nothing has arrived yet
+        if source.refresh is Refresh.APPEND:
+            return hv.streams.Buffer(empty, length=1_000_000, index=False)
+        return hv.streams.Pipe(data=empty)
+
+    def _show(self, view: View, data: Any) -> None:
+        """Give ``view``'s pane a DynamicMap, unless it has one that can draw ``data`` already."""
+        shape = view.shape(data) if view.shape is not None else None
+        if view.name in self.views and self._shapes[view.name] == shape:
             return
-        self._images = images
-        for pane, which in ((self.hardest, "hardest"), (self.easiest, "easiest")):
-            view = partial(_samples_view, which=which, images=images)
-            pane.object = hv.DynamicMap(view, streams=[self.samples_pipe])
+        streams = [self.streams[view.source.name], *(self.follows[name] for name in view.follows)]
+        self.views[view.name] = hv.DynamicMap(partial(_draw, view.draw), streams=streams)
+        self.panes[view.name].object = self.views[view.name]
+        self._shapes[view.name] = shape
 
     def _build_widgets(self) -> None:
         self.start_button = pn.widgets.Button(label="Start", color="primary", width=100,
@@ -138,17 +127,12 @@ class Dashboard:
             return
         try:
             config = self.controls.config()
-            from ..cluster import server_count
-
-            self.world = config.cluster.workers + (server_count(config) if config.cluster.workers else 0)
+            world = run_world(config)
         except SpecError as err:
             self._show_error(str(err))
             return
         self.alert.visible = False
-        self.state.reset()
-        self.evals.clear()
-        self._dirty = {"selection", "traffic", "steps"}
-        self._sent.clear()
+        self.clear(world)
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
         self.run = BackgroundRun(config, self.feed, save_dir=save)
@@ -156,6 +140,15 @@ class Dashboard:
         self.run.start()
         self._set_running(True)
         self.status.object = f"**status:** starting {html.escape(self.run.run_id)}"
+
+    def clear(self, world: int = 0) -> None:
+        """Forget the previous run; the views show the empty state at the next poll."""
+        self.state.reset(world)
+        for source in self.sources:
+            if source.refresh is Refresh.APPEND:
+                self.streams[source.name].clear()
+        self._dirty = {source for source in self.sources if source.refresh is not Refresh.APPEND}
+        self._sent.clear()
 
     def stop(self, event: Any = None) -> None:
         """Ask the current run to stop (after its current step in-process, its current epoch on Dask)."""
@@ -169,32 +162,34 @@ class Dashboard:
         if self.feed is None:
             return
         changed = self.state.apply(self.feed.drain())
-        self._dirty |= changed & {"traffic", "steps", "selection"}
-        if "eval" in changed:
-            self.evals.send(self.state.take_new_evals())
+        self._dirty |= {source for source in self.sources if source.parts & changed}
         now = time.monotonic()
-        if "dataset" in changed and self.state.dataset is not None:
-            self._sample_views(self.state.dataset.is_image)
-        if "selection" in self._dirty or "dataset" in changed:
-            self._dirty.discard("selection")
-            self.selection_pipe.send(self.state.selection)
-            self.grid_pipe.send(self.state.grid)
-            self.samples_pipe.send((self.state.selection, self.state.dataset))
-        for part, pipe, data in (("traffic", self.traffic_pipe, self.state.traffic),
-                                 ("steps", self.steps_pipe, self.state.steps)):  # fmt: skip
-            if part in self._dirty and now - self._sent.get(part, 0.0) >= self.heavy_ms / 1000:
-                self._dirty.discard(part)
-                self._sent[part] = now
-                pipe.send(data)
-        if "link" in changed and self.state.dashboard_link:
+        for source in self.sources:
+            if source in self._dirty and self._due(source, now):
+                self._dirty.discard(source)
+                self._sent[source] = now
+                self._send(source, source.read(self.state))
+        if Part.LINK in changed and self.state.dashboard_link:
             url = html.escape(self.state.dashboard_link)
             self.link.object = f'Dask dashboard: <a href="{url}" target="_blank">{url}</a>'
-        if "error" in changed:
+        if Part.ERROR in changed:
             self._show_error(self.state.error)
-        if "status" in changed:
+        if Part.STATUS in changed:
             self.status.object = f"**status:** {html.escape(self.state.status)}"
         if self.state.done:
             self._finished()
+
+    def _due(self, source: Source, now: float) -> bool:
+        throttled = source.refresh is Refresh.THROTTLED
+        return not throttled or now - self._sent.get(source, 0.0) >= self.heavy_ms / 1000
+
+    def _send(self, source: Source, data: Any) -> None:
+        stream = self.streams[source.name]
+        stream.update(data=data)  # before any new DynamicMap, which draws from the stream's data
+        for view in self.table:
+            if view.source is source:
+                self._show(view, data)
+        hv.streams.Stream.trigger([stream])
 
     def _finished(self) -> None:
         self.state.done = False
@@ -230,22 +225,23 @@ class Dashboard:
 
     def panel(self) -> pn.viewable.Viewable:
         """The whole page: controls on the left, Live and Compare tabs on the right."""
-        # each view has axes of its own (Panel would link axes whose dimensions share a name)
-        v = {
-            name: pn.pane.HoloViews(view, sizing_mode="fixed", linked_axes=False)
-            for name, view in self.views.items()
-        }
         sidebar = pn.Column(
             pn.pane.Markdown("## adass\nadaptive sample selection, live"),
             pn.Row(self.start_button, self.stop_button), self.save, self.status, self.alert, self.link,
             self.controls.view(), width=340,
         )  # fmt: skip
-        live = pn.Column(
-            pn.Row(self.x_axis),
-            pn.Row(v["accuracy"], v["loss"], v["kept"]),
-            pn.Row(v["bounds"], v["raster"], pn.Column(self.hardest, self.easiest)),
-            pn.Row(v["topology"], v["traffic"], v["chunks"]),
-            pn.Row(v["timeline"]),
-        )  # fmt: skip
+        places: dict[int, dict[int, list[pn.pane.HoloViews]]] = {}
+        for view in self.table:
+            places.setdefault(view.row, {}).setdefault(view.column, []).append(self.panes[view.name])
+        rows = [
+            pn.Row(*(cell[0] if len(cell) == 1 else pn.Column(*cell) for _, cell in sorted(row.items())))
+            for _, row in sorted(places.items())
+        ]
+        live = pn.Column(pn.Row(self.x_axis), *rows)
         tabs = pn.Tabs(("Live", live), ("Compare", self.compare.view()), dynamic=False)
         return pn.Row(sidebar, tabs)
+
+
+def _draw(draw: Any, data: Any, **follows: Any) -> hv.Element:
+    """A DynamicMap callback: the stream's data and the followed controls, handed to a view's ``draw``."""
+    return draw(data, **follows)

@@ -16,7 +16,7 @@ from typing import Any
 import panel as pn
 
 from ..registry import SpecError
-from .dashboard import Dashboard
+from .page import Dashboard
 
 __all__ = ["app_options", "app_path", "build_app", "serve_dashboard"]
 

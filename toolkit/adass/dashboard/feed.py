@@ -15,12 +15,18 @@ from typing import Any
 import pandas as pd
 
 from ..metrics import EvalRecord, MemorySink, SelectionRecord, StepRecord, TrafficRecord
+from .messages import EpochTraffic, EvalDone, Message, SelectionFrame, StepRows, TrafficRows
 
-__all__ = ["LiveFeed", "LiveSink", "Message", "StopRun"]
+__all__ = ["LiveFeed", "LiveSink", "StopRun"]
 
-#: ``(kind, payload)``: kinds are eval, steps, traffic, epoch_traffic, selection, dataset, link, status,
-#: error and done (see :class:`adass.viz.state.LiveState` for what each carries).
-Message = tuple[str, Any]
+#: The engine's names for the rows a distributed run streams (``RunStore`` listeners get them).
+_LIVE_ROWS: dict[str, type[StepRows] | type[TrafficRows]] = {"steps": StepRows, "traffic": TrafficRows}
+
+#: Per-epoch frames a run writes -> the message that shows them (steps arrive live instead).
+_FRAMES: dict[type, type[SelectionFrame] | type[EpochTraffic]] = {
+    SelectionRecord: SelectionFrame,
+    TrafficRecord: EpochTraffic,
+}
 
 
 class StopRun(Exception):
@@ -34,9 +40,9 @@ class LiveFeed:
         self._queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._stop = threading.Event()
 
-    def put(self, kind: str, payload: Any = None) -> None:
+    def put(self, message: Message) -> None:
         """Queue one message (safe from any thread)."""
-        self._queue.put((kind, payload))
+        self._queue.put(message)
 
     def drain(self, limit: int = 10_000) -> list[Message]:
         """Every message queued so far (at most ``limit``), oldest first, without blocking."""
@@ -67,8 +73,10 @@ class LiveFeed:
         self.check_stop()
 
     def listener(self, kind: str, rows: list[dict]) -> None:
-        """A ``RunStore`` listener: live per-step rows (``steps``) and sampled traffic (``traffic``)."""
-        self.put(kind, list(rows))
+        """A ``RunStore`` listener: live per-step rows and sampled traffic (rows of other kinds are not shown)."""
+        message = _LIVE_ROWS.get(kind)
+        if message is not None:
+            self.put(message(list(rows)))
 
 
 class LiveSink(MemorySink):
@@ -93,18 +101,17 @@ class LiveSink(MemorySink):
         if self.inner is not None:
             self.inner.write(record)
         if isinstance(record, EvalRecord):
-            self.feed.put("eval", record)
+            self.feed.put(EvalDone(record))
         elif isinstance(record, StepRecord):
-            self.feed.put("steps", [asdict(record)])
+            self.feed.put(StepRows([asdict(record)]))
             self.feed.check_stop()
 
     def write_frame(self, kind: type, frame: pd.DataFrame) -> None:
         if self.inner is not None:
             self.inner.write_frame(kind, frame)
-        if kind is SelectionRecord:
-            self.feed.put("selection", frame)
-        elif kind is TrafficRecord:
-            self.feed.put("epoch_traffic", frame)
+        message = _FRAMES.get(kind)
+        if message is not None:
+            self.feed.put(message(frame))
 
     def close(self) -> None:
         if self.inner is not None:

@@ -17,8 +17,9 @@ from ..data import DataError, load_dataset
 from ..metrics import MemorySink, ParquetSink
 from ..registry import SpecError
 from .feed import LiveFeed, LiveSink, StopRun
+from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
 
-__all__ = ["BackgroundRun", "new_run_id"]
+__all__ = ["BackgroundRun", "new_run_id", "run_world"]
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,15 @@ def new_run_id(config: RunConfig) -> str:
     """``dashboard-<sampler>-<YYYYmmdd-HHMMSS>``, safe as a folder name."""
     sampler = "".join(ch if ch.isalnum() or ch in "=._-" else "_" for ch in config.sampler.sampler)
     return f"dashboard-{sampler}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_world(config: RunConfig) -> int:
+    """Ranks a run of ``config`` has: replicas plus Parameter Server shards (0 when it trains in-process)."""
+    if not config.cluster.workers:
+        return 0
+    from ..cluster import server_count
+
+    return config.cluster.workers + server_count(config)
 
 
 class BackgroundRun:
@@ -83,30 +93,30 @@ class BackgroundRun:
                 inner.close()  # keep what the finished epochs recorded
         except Exception as err:  # the page shows it; the log keeps the traceback
             log.exception("run %s failed", self.run_id)
-            self.feed.put("error", _one_line(err))
+            self.feed.put(RunError(_one_line(err)))
             self.outcome = f"failed ({self.run_id})"
         finally:
-            self.feed.put("done", self.outcome or f"ended ({self.run_id})")
+            self.feed.put(Done(self.outcome or f"ended ({self.run_id})"))
 
     def _train(self, sink: LiveSink) -> str:
         config = self.config
-        self.feed.put("status", f"loading {config.data.data}")
+        self.feed.put(Status(f"loading {config.data.data}"))
         try:
             dataset = load_dataset(config.data.data, seed=config.optim.seed)
         except DataError as err:
             raise SpecError(f"--data: {err}") from None
-        self.feed.put("dataset", dataset)
+        self.feed.put(DatasetLoaded(dataset))
         if config.cluster.workers:
             from ..cluster import RunStore, train_distributed
 
             store = RunStore()
             store.listeners.append(self.feed.listener)
             where = config.cluster.scheduler or "a local Dask cluster"
-            self.feed.put("status", f"starting {config.cluster.workers} workers on {where}")
+            self.feed.put(Status(f"starting {config.cluster.workers} workers on {where}"))
 
             def ready(handle) -> None:
-                self.feed.put("link", handle.dashboard_link)
-                self.feed.put("status", "training on Dask")
+                self.feed.put(DaskLink(handle.dashboard_link))
+                self.feed.put(Status("training on Dask"))
                 self.feed.check_stop()
 
             train_distributed(config, sink=sink, progress=self.feed.progress, run_id=self.run_id, store=store,
@@ -114,7 +124,7 @@ class BackgroundRun:
         else:
             from ..trainer import train
 
-            self.feed.put("status", "training in this process")
+            self.feed.put(Status("training in this process"))
             train(config, sink=sink, progress=self.feed.progress, dataset=dataset, run_id=self.run_id)
         return f"finished ({self.run_id})"
 

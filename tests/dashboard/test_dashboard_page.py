@@ -1,19 +1,29 @@
-"""The dashboard page without a browser: controls from the option definitions, Start/Stop, live updates."""
+"""The dashboard page without a browser: Start/Stop, errors, and records reaching every view of the table."""
 
 import logging
 import time
 import warnings
 
 import holoviews as hv
-import param
-import pytest
+import torch
 from bokeh.models import ColumnDataSource
-from viz_records import eval_records, ring_traffic, selection_frame, step_rows
+from synthetic_records import eval_records, ring_traffic, selection_frame, step_rows
 
-from adass.config import SECTIONS, options
-from adass.metrics import ParquetSink
-from adass.registry import SpecError
-from adass.viz import ConfigControls, Dashboard, LiveFeed, RunComparison, app_options, build_app, find_runs
+from adass.dashboard import (
+    VIEWS,
+    Dashboard,
+    DaskLink,
+    DatasetLoaded,
+    EvalDone,
+    LiveFeed,
+    SelectionFrame,
+    StepRows,
+    TrafficRows,
+    View,
+)
+from adass.dashboard.views import STEPS
+from adass.data import Dataset
+from adass.viz import find_runs
 
 TINY = {
     "data": "synthetic:n=120,d=4,classes=3,test=30",
@@ -28,28 +38,9 @@ def rows_per_source(plot) -> list[int]:
             for m in plot.state.references() if isinstance(m, ColumnDataSource)]  # fmt: skip
 
 
-def test_every_option_has_a_widget_with_its_bounds_and_doc():
-    controls = ConfigControls()
-    for name, section in SECTIONS.items():
-        pane = controls.panes[name]
-        for option, p in options(section).items():
-            (widget,) = [w for w in pane.layout if option in " ".join(getattr(w, "css_classes", []))]
-            assert p.doc.split(" (")[0] in widget.description
-            if isinstance(p, (param.Integer, param.Number)):
-                assert (widget.start, widget.end) == p.bounds
-            if isinstance(p, param.Selector):
-                assert list(widget.options) == list(p.objects)
-    controls.set(epochs=3, sampler="adass:eps=0.2", workers=2)
-    config = controls.config()
-    assert (config.optim.epochs, config.sampler.sampler, config.cluster.workers) == (3, "adass:eps=0.2", 2)
-    controls.set(sampler="bogus")
-    with pytest.raises(SpecError, match="--sampler"):
-        controls.config()
-
-
 def test_a_bad_option_is_shown_in_the_page_and_logged(caplog):
     dashboard = Dashboard(defaults={"sampler": "adass:eps=7"})
-    with caplog.at_level(logging.ERROR, logger="adass.viz"):
+    with caplog.at_level(logging.ERROR, logger="adass.dashboard"):
         dashboard.start()
     assert dashboard.alert.visible and "--sampler" in dashboard.alert.object
     assert any("--sampler" in r.getMessage() for r in caplog.records)
@@ -58,13 +49,13 @@ def test_a_bad_option_is_shown_in_the_page_and_logged(caplog):
 
 def test_a_failing_run_is_shown_in_the_page_and_logged(caplog):
     dashboard = Dashboard(defaults={**TINY, "data": "idx:/nonexistent/folder"})
-    with caplog.at_level(logging.ERROR, logger="adass.viz"):
+    with caplog.at_level(logging.ERROR, logger="adass.dashboard"):
         dashboard.start()
         poll_until_idle(dashboard)
     assert dashboard.alert.visible and "--data" in dashboard.alert.object
     assert "failed" in dashboard.status.object
     assert any(
-        r.name == "adass.viz.runner" and r.exc_info for r in caplog.records
+        r.name == "adass.dashboard.runner" and r.exc_info for r in caplog.records
     )  # the traceback, for the log
 
 
@@ -72,14 +63,16 @@ def test_records_reach_every_live_view_through_the_streams():
     dashboard = Dashboard(heavy_ms=0)
     renderer = hv.renderer("bokeh")
     plots = {name: renderer.get_plot(view) for name, view in dashboard.views.items()}
+    assert set(plots) == {view.name for view in VIEWS}
     before = {name: rows_per_source(plot) for name, plot in plots.items()}
-    dashboard.feed, dashboard.world = LiveFeed(), 3
+    dashboard.clear(world=3)
+    dashboard.feed = LiveFeed()
     for record in eval_records(3):
-        dashboard.feed.put("eval", record)
-    dashboard.feed.put("steps", step_rows(ranks=3))
-    dashboard.feed.put("traffic", ring_traffic(world=3).to_dict("records"))
-    dashboard.feed.put("selection", selection_frame(n=90, epochs=3, ranks=3))
-    dashboard.feed.put("link", "http://127.0.0.1:8787/status")
+        dashboard.feed.put(EvalDone(record))
+    dashboard.feed.put(StepRows(step_rows(ranks=3)))
+    dashboard.feed.put(TrafficRows(ring_traffic(world=3).to_dict("records")))
+    dashboard.feed.put(SelectionFrame(selection_frame(n=90, epochs=3, ranks=3)))
+    dashboard.feed.put(DaskLink("http://127.0.0.1:8787/status"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. Bokeh's warning about columns of unequal length
         dashboard.poll()
@@ -88,11 +81,10 @@ def test_records_reach_every_live_view_through_the_streams():
         assert sum(after[name]) > sum(before[name]), name
     histogram = plots["bounds"].current_frame.Histogram
     assert histogram.Kept.dimension_values(1).sum() + histogram.Dropped.dimension_values(1).sum() == 90
-    assert len(dashboard.evals.data) == 3
+    assert len(dashboard.streams["evals"].data) == 3
     assert plots["raster"].current_frame.data.shape == (90, 3)  # every rank's samples, every epoch
     assert "http://127.0.0.1:8787/status" in dashboard.link.object
-    hardest = renderer.get_plot(dashboard.hardest.object)
-    assert sum(rows_per_source(hardest)) >= 8
+    assert sum(rows_per_source(plots["hardest"])) >= 8
 
 
 def test_a_60000_sample_selection_reaches_the_page_as_a_small_raster():
@@ -101,7 +93,7 @@ def test_a_60000_sample_selection_reaches_the_page_as_a_small_raster():
     dashboard.feed = LiveFeed()
     selection = selection_frame(n=60_000, epochs=3, ranks=4)
     for (_, _), part in selection.groupby(["epoch", "rank"]):  # as train_distributed writes it
-        dashboard.feed.put("selection", part)
+        dashboard.feed.put(SelectionFrame(part))
     dashboard.poll()
     (image,) = [
         m.data["image"][0]
@@ -119,7 +111,7 @@ def test_start_runs_in_the_background_and_the_saved_run_can_be_compared(tmp_path
     poll_until_idle(dashboard)  # polling is what the periodic callback does in a served page
     assert dashboard.stop_button.disabled
     assert "finished" in dashboard.status.object and not dashboard.alert.visible
-    assert list(dashboard.evals.data["epoch"]) == [0, 1]
+    assert list(dashboard.streams["evals"].data["epoch"]) == [0, 1]
     (saved,) = find_runs(tmp_path)
     assert dashboard.compare.chosen.options == [saved]
     assert len(dashboard.compare.plot.object.Curve) == 1
@@ -137,17 +129,17 @@ def test_stop_ends_a_run_early_and_the_page_can_start_again():
     dashboard = Dashboard(defaults={**TINY, "epochs": 10_000})
     dashboard.start()
     deadline = time.monotonic() + 60
-    while not len(dashboard.evals.data) and time.monotonic() < deadline:
+    while not len(dashboard.streams["evals"].data) and time.monotonic() < deadline:
         dashboard.poll()
         time.sleep(0.05)
     dashboard.stop()
     assert dashboard.stop_button.disabled and "stopping" in dashboard.status.object
     poll_until_idle(dashboard)
-    assert "stopped" in dashboard.status.object and 1 <= len(dashboard.evals.data) < 10_000
+    assert "stopped" in dashboard.status.object and 1 <= len(dashboard.streams["evals"].data) < 10_000
     dashboard.controls.set(epochs=1)
     dashboard.start()
     poll_until_idle(dashboard)
-    assert list(dashboard.evals.data["epoch"]) == [0]  # a new run starts from empty views
+    assert list(dashboard.streams["evals"].data["epoch"]) == [0]  # a new run starts from empty views
 
 
 def test_the_x_axis_choice_redraws_the_learning_curves():
@@ -155,31 +147,47 @@ def test_the_x_axis_choice_redraws_the_learning_curves():
     plot = hv.renderer("bokeh").get_plot(dashboard.views["accuracy"])
     dashboard.feed = LiveFeed()
     for record in eval_records(3):
-        dashboard.feed.put("eval", record)
+        dashboard.feed.put(EvalDone(record))
     dashboard.poll()
     dashboard.x_axis.value = "backprops"
     assert plot.current_frame.Curve.I.kdims[0].name == "backprops"
     assert list(plot.current_frame.Curve.I.dimension_values(0)) == [100, 200, 300]
 
 
-def test_comparison_finds_nested_runs_and_overlays_the_chosen(tmp_path, tiny_config):
-    for where in ("a", "sweep/runs/b", "sweep/runs/c"):
-        sink = ParquetSink(tmp_path / where, tiny_config.to_dict())
-        for record in eval_records(3, run=where):
-            sink.write(record)
-        sink.close()
-    (tmp_path / "not-a-run").mkdir()
-    compare = RunComparison(tmp_path)
-    assert compare.chosen.options == ["a", "sweep/runs/b", "sweep/runs/c"]
-    compare.chosen.value = ["a", "sweep/runs/c"]
-    compare.y.value = "test_loss"
-    assert {c.label for c in compare.plot.object.Curve} == {"a", "sweep/runs/c"}
-    assert "sampler full" in compare.table.object["what"].iloc[0]
-    assert RunComparison(None).message.visible
+def image_data(n: int = 90) -> Dataset:
+    images = torch.rand(n, 1, 6, 4)
+    return Dataset(
+        "toy", images, torch.arange(n) % 3, images[:10], torch.zeros(10, dtype=torch.long), (1, 6, 4), 3
+    )
 
 
-def test_app_options_and_page():
-    assert app_options(["--runs", "some/dir", "--scheduler", "tcp://h:1"]) == {
-        "runs_dir": "some/dir", "scheduler": "tcp://h:1"}  # fmt: skip
-    page = build_app(poll=False)
-    assert page.get_root() is not None
+def test_image_data_turns_the_samples_views_into_image_strips_run_after_run():
+    dashboard = Dashboard()
+    dashboard.panel().get_root()  # drawn, as in a served page
+    assert isinstance(dashboard.views["hardest"].last, hv.Bars)  # no data yet: bars
+    for _ in range(2):  # a second run starts from bars again, then draws images again
+        dashboard.clear()
+        dashboard.feed = LiveFeed()
+        dashboard.poll()
+        dashboard.feed.put(DatasetLoaded(image_data()))
+        dashboard.feed.put(SelectionFrame(selection_frame(n=90, epochs=2, ranks=1)))
+        dashboard.poll()
+        for which in ("hardest", "easiest"):
+            strip = dashboard.views[which].last
+            assert isinstance(strip, hv.RGB) and strip.data.shape[:2] == (6, 8 * 5 - 1), which
+
+
+def test_a_new_view_is_one_row_of_the_table():
+    def steps_per_rank(steps) -> hv.Bars:
+        return hv.Bars(steps.groupby("rank").size().rename("steps").reset_index(), "rank", "steps")
+
+    dashboard = Dashboard(
+        views=(*VIEWS, View("steps_per_rank", STEPS, steps_per_rank, row=4, column=0)), heavy_ms=0
+    )
+    pane = dashboard.panes["steps_per_rank"]
+    assert any(p is pane for p in dashboard.panel().select(type(pane)))
+    plot = hv.renderer("bokeh").get_plot(dashboard.views["steps_per_rank"])
+    dashboard.feed = LiveFeed()
+    dashboard.feed.put(StepRows(step_rows(ranks=2, steps=5)))
+    dashboard.poll()
+    assert list(plot.current_frame.dimension_values("steps")) == [5, 5]

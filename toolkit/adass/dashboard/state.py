@@ -1,24 +1,52 @@
 """What a page knows about the run it shows, built from drained feed messages; bounded in size.
 
 :class:`LiveState` has no Panel in it: the page (or a notebook, or a test) hands it the messages a
-:class:`~adass.viz.feed.LiveFeed` queued, and reads back frames sized for drawing.
+:class:`~adass.dashboard.feed.LiveFeed` queued, and reads back frames sized for drawing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict
+from enum import Enum, auto
+from functools import singledispatchmethod
 from typing import Any
 
 import pandas as pd
 
 from ..data import Dataset
-from ..metrics import EvalRecord, SelectionRecord, StepRecord, TrafficRecord, columns
-from .curves import empty_evals
-from .feed import Message
-from .raster import KeptGrid
-from .traffic import empty_traffic, last_steps
+from ..metrics import SelectionRecord, StepRecord, TrafficRecord, columns
+from ..viz.curves import empty_evals
+from ..viz.raster import KeptGrid
+from ..viz.traffic import empty_traffic, last_steps
+from .messages import (
+    DaskLink,
+    DatasetLoaded,
+    Done,
+    EpochTraffic,
+    EvalDone,
+    Message,
+    RunError,
+    SelectionFrame,
+    Status,
+    StepRows,
+    TrafficRows,
+)
 
-__all__ = ["LiveState"]
+__all__ = ["LiveState", "Part"]
+
+
+class Part(Enum):
+    """A piece of :class:`LiveState` that messages change; views name the parts they read."""
+
+    EVALS = auto()
+    STEPS = auto()
+    TRAFFIC = auto()
+    SELECTION = auto()
+    DATASET = auto()
+    LINK = auto()
+    STATUS = auto()
+    ERROR = auto()
 
 
 def _empty_steps() -> pd.DataFrame:
@@ -41,14 +69,17 @@ class LiveState:
         self.max_steps, self.max_traffic_steps = max_steps, max_traffic_steps
         self.reset()
 
-    def reset(self) -> None:
-        """Forget the previous run."""
+    def reset(self, world: int = 0) -> None:
+        """Forget the previous run; the next one has ``world`` ranks (0: it trains in this process)."""
+        self.world = world
         self.evals = empty_evals()
         self.new_evals: list[dict[str, Any]] = []
         self.steps = _empty_steps()
         self.steps_seen = 0
+        self._pending_steps: list[dict] = []
         self.traffic = empty_traffic()
         self.traffic_seen = 0
+        self._pending_traffic: list[pd.DataFrame] = []
         self.full_epochs: set[int] = set()  # epochs whose full traffic detail has arrived
         self.grid = KeptGrid()
         self.selection = pd.DataFrame(columns=columns(SelectionRecord))  # the last epoch's rows
@@ -58,55 +89,79 @@ class LiveState:
         self.error = ""
         self.done = False
 
-    def apply(self, messages: list[Message]) -> set[str]:
-        """Take in drained messages; return which parts changed.
-
-        The parts are ``eval``, ``steps``, ``traffic``, ``selection``, ``dataset``, ``link``, ``status``
-        and ``error``; a page redraws only the views that depend on them.
-        """
-        steps: list[dict] = []
-        traffic: list[pd.DataFrame] = []
-        changed: set[str] = set()
-        for kind, payload in messages:
-            if kind == "eval":
-                row = asdict(payload) if isinstance(payload, EvalRecord) else dict(payload)
-                self.new_evals.append(row)
-                self.status = f"epoch {row['epoch'] + 1} done, test accuracy {row['test_acc']:.3f}"
-                changed |= {"eval", "status"}
-            elif kind == "steps":
-                steps += payload
-            elif kind == "traffic":
-                traffic.append(pd.DataFrame(payload, columns=columns(TrafficRecord)))
-                self.traffic_seen += len(payload)
-            elif kind == "epoch_traffic":
-                self._epoch_traffic(payload)
-                changed.add("traffic")
-            elif kind == "selection":
-                self._selection(payload)
-                changed.add("selection")
-            elif kind == "dataset":
-                self.dataset = payload
-                changed.add("dataset")
-            elif kind == "link":
-                self.dashboard_link = str(payload)
-                changed.add("link")
-            elif kind == "status":
-                self.status = str(payload)
-                changed.add("status")
-            elif kind == "error":
-                self.error = str(payload)
-                changed |= {"error", "status"}
-            elif kind == "done":
-                self.done = True
-                self.status = str(payload)
-                changed.add("status")
-        if steps:
-            self._steps(steps)
-            changed.add("steps")
-        if traffic:
-            self._traffic(pd.concat(traffic, ignore_index=True))
-            changed.add("traffic")
+    def apply(self, messages: Iterable[Message]) -> set[Part]:
+        """Take in drained messages; return which parts changed (a page redraws only what reads them)."""
+        changed: set[Part] = set()
+        for message in messages:
+            changed |= self._take(message)
+        if self._pending_steps:
+            self._steps(self._pending_steps)
+            self._pending_steps = []
+            changed.add(Part.STEPS)
+        if self._pending_traffic:
+            self._traffic(pd.concat(self._pending_traffic, ignore_index=True))
+            self._pending_traffic = []
+            changed.add(Part.TRAFFIC)
         return changed
+
+    # -- one method per message type; rows that arrive in many small messages are merged once per apply
+    @singledispatchmethod
+    def _take(self, message: Message) -> set[Part]:
+        raise TypeError(f"LiveState cannot take a {type(message).__name__}")
+
+    @_take.register
+    def _(self, message: EvalDone) -> set[Part]:
+        row = asdict(message.record)
+        self.new_evals.append(row)
+        self.status = f"epoch {row['epoch'] + 1} done, test accuracy {row['test_acc']:.3f}"
+        return {Part.EVALS, Part.STATUS}
+
+    @_take.register
+    def _(self, message: StepRows) -> set[Part]:
+        self._pending_steps += message.rows
+        return set()
+
+    @_take.register
+    def _(self, message: TrafficRows) -> set[Part]:
+        self._pending_traffic.append(pd.DataFrame(message.rows, columns=columns(TrafficRecord)))
+        self.traffic_seen += len(message.rows)
+        return set()
+
+    @_take.register
+    def _(self, message: EpochTraffic) -> set[Part]:
+        self._epoch_traffic(message.frame)
+        return {Part.TRAFFIC}
+
+    @_take.register
+    def _(self, message: SelectionFrame) -> set[Part]:
+        self._selection(message.frame)
+        return {Part.SELECTION}
+
+    @_take.register
+    def _(self, message: DatasetLoaded) -> set[Part]:
+        self.dataset = message.dataset
+        return {Part.DATASET}
+
+    @_take.register
+    def _(self, message: DaskLink) -> set[Part]:
+        self.dashboard_link = message.url
+        return {Part.LINK}
+
+    @_take.register
+    def _(self, message: Status) -> set[Part]:
+        self.status = message.text
+        return {Part.STATUS}
+
+    @_take.register
+    def _(self, message: RunError) -> set[Part]:
+        self.error = message.text
+        return {Part.ERROR, Part.STATUS}
+
+    @_take.register
+    def _(self, message: Done) -> set[Part]:
+        self.done = True
+        self.status = message.outcome
+        return {Part.STATUS}
 
     def take_new_evals(self) -> pd.DataFrame:
         """EvalRecords that arrived since the last call (what a Buffer is sent), also kept in ``evals``."""

@@ -1,0 +1,69 @@
+"""A run on a background thread: it trains, saves, reports through its feed, stops when asked."""
+
+from adass.config import RunConfig
+from adass.dashboard import (
+    BackgroundRun,
+    DatasetLoaded,
+    Done,
+    EvalDone,
+    LiveFeed,
+    Message,
+    RunError,
+    SelectionFrame,
+    run_world,
+)
+from adass.metrics import EvalRecord, load_run
+
+TINY = {"data": "synthetic:n=120,d=4,classes=3,test=30", "model": "mlp:hidden=8", "batch_size": 16}
+
+
+def messages_until_done(feed: LiveFeed, run: BackgroundRun, timeout_s: float = 60.0) -> list[Message]:
+    assert run.join(timeout_s), "the run did not end"
+    return feed.drain()
+
+
+def test_background_run_trains_saves_and_reports(tmp_path):
+    config = RunConfig.from_flat(**TINY, epochs=2, sampler="adass:eps=0.2")
+    feed = LiveFeed()
+    run = BackgroundRun(config, feed, run_id="one", save_dir=tmp_path).start()
+    kinds = [type(m) for m in messages_until_done(feed, run)]
+    assert kinds.count(EvalDone) == 2 and kinds.count(SelectionFrame) == 2 and DatasetLoaded in kinds
+    assert kinds[-1] is Done and run.outcome == "finished (one)"
+    saved = load_run(tmp_path / "one")
+    assert list(saved["eval"]["epoch"]) == [0, 1] and len(saved["selection"]) == 2 * 120
+
+
+def test_stopping_a_background_run_keeps_the_finished_epochs(tmp_path):
+    config = RunConfig.from_flat(**TINY, epochs=500, sampler="full")
+    feed = LiveFeed()
+    run = BackgroundRun(config, feed, run_id="long", save_dir=tmp_path)
+    seen: list = []
+
+    def stop_after_an_epoch(record: EvalRecord) -> None:
+        seen.append(record)
+        if record.epoch >= 1:
+            run.stop()
+        LiveFeed.progress(feed, record)
+
+    feed.progress = stop_after_an_epoch  # the page's Stop button, pressed once two epochs are done
+    run.start()
+    messages = messages_until_done(feed, run)
+    assert run.outcome == "stopped (long)" and messages[-1] == Done("stopped (long)")
+    assert 2 <= len(seen) < 500
+    assert len(load_run(tmp_path / "long")["eval"]) >= 2
+
+
+def test_a_failing_run_reports_one_line():
+    config = RunConfig.from_flat(**{**TINY, "data": "idx:/nonexistent/folder"}, epochs=1)
+    feed = LiveFeed()
+    run = BackgroundRun(config, feed).start()
+    messages = messages_until_done(feed, run)
+    errors = [m.text for m in messages if isinstance(m, RunError)]
+    assert len(errors) == 1 and errors[0].startswith("--data:") and "\n" not in errors[0]
+    assert run.outcome.startswith("failed")
+
+
+def test_world_counts_replicas_and_server_shards():
+    assert run_world(RunConfig.from_flat(**TINY)) == 0  # in-process
+    assert run_world(RunConfig.from_flat(**TINY, workers=3, exchange="ring")) == 3
+    assert run_world(RunConfig.from_flat(**TINY, workers=3, exchange="ps:servers=2")) == 5

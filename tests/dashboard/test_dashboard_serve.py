@@ -1,0 +1,15 @@
+"""The served app: its script's flags and a page built for one session."""
+
+from adass.dashboard import app_options, app_path, build_app
+
+
+def test_app_options_and_page():
+    assert app_options(["--runs", "some/dir", "--scheduler", "tcp://h:1"]) == {
+        "runs_dir": "some/dir", "scheduler": "tcp://h:1"}  # fmt: skip
+    page = build_app(poll=False)
+    assert page.get_root() is not None
+
+
+def test_the_served_script_is_the_checkouts_app():
+    assert app_path() is not None and app_path().parent.name == "dashboards"
+    assert "adass.dashboard" in app_path().read_text()

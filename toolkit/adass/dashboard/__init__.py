@@ -1,0 +1,61 @@
+"""The live dashboard app: page, option controls, a run in the background, its messages and serving.
+
+Views come from :mod:`adass.viz`; :data:`~adass.dashboard.views.VIEWS` says which the page shows, what
+each reads and where it sits. ``adass dashboard`` and ``dashboards/app.py`` serve the page.
+"""
+
+from .comparison import RunComparison
+from .controls import ConfigControls, widget_spec
+from .feed import LiveFeed, LiveSink, StopRun
+from .messages import (
+    DaskLink,
+    DatasetLoaded,
+    Done,
+    EpochTraffic,
+    EvalDone,
+    Message,
+    RunError,
+    SelectionFrame,
+    Status,
+    StepRows,
+    TrafficRows,
+)
+from .page import Dashboard
+from .runner import BackgroundRun, new_run_id, run_world
+from .serve import app_options, app_path, build_app, serve_dashboard
+from .state import LiveState, Part
+from .views import VIEWS, Refresh, Source, View
+
+__all__ = [
+    "VIEWS",
+    "BackgroundRun",
+    "ConfigControls",
+    "DaskLink",
+    "Dashboard",
+    "DatasetLoaded",
+    "Done",
+    "EpochTraffic",
+    "EvalDone",
+    "LiveFeed",
+    "LiveSink",
+    "LiveState",
+    "Message",
+    "Part",
+    "Refresh",
+    "RunComparison",
+    "RunError",
+    "SelectionFrame",
+    "Source",
+    "Status",
+    "StepRows",
+    "StopRun",
+    "TrafficRows",
+    "View",
+    "app_options",
+    "app_path",
+    "build_app",
+    "new_run_id",
+    "run_world",
+    "serve_dashboard",
+    "widget_spec",
+]
