@@ -97,7 +97,9 @@ def train(
             stopped = True
             break
         if selection_records:
-            sink.write_frame(SelectionRecord, pd.DataFrame({"run": run_id, **engine.selection_columns(epoch)}))
+            sink.write_frame(
+                SelectionRecord, pd.DataFrame({"run": run_id, **engine.selection_columns(epoch)})
+            )
         test_loss, test_acc = engine.evaluate()
         record = EvalRecord(
             run=run_id, epoch=epoch, wall_s=c.train_s, backprops=c.backprops, forwards=c.forwards, wire_bytes=0,

@@ -149,7 +149,9 @@ class Engine:
         if refresh is not None and refresh.numel():
             refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
         for part, total in zip(plan.batches, plan.totals, strict=True):
-            row, traffic = self.step(plan.epoch, self.selection.indices[part], self.selection.weights[part], total)
+            row, traffic = self.step(
+                plan.epoch, self.selection.indices[part], self.selection.weights[part], total
+            )
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
             report.losses.append(row["loss"])

@@ -117,7 +117,9 @@ def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def optimizer_step(model: nn.Module, opt: torch.optim.Optimizer, c: Counters, measure_path: bool = True) -> None:
+def optimizer_step(
+    model: nn.Module, opt: torch.optim.Optimizer, c: Counters, measure_path: bool = True
+) -> None:
     """``opt.step()``; with ``measure_path``, add the step's length ``||w_{t+1} - w_t||`` to ``c.path``."""
     before = flat_params(model) if measure_path else None
     opt.step()

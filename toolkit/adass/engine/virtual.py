@@ -94,8 +94,13 @@ def simulate_run(
     hub, board = InProcHub(world + servers, timeout_s=timeout_s), AgreementBoard(world, timeout_s=timeout_s)
     link = config.exchange.link or None
     exchanges = [
-        make_exchange(config.exchange.exchange, hub.transport(r, link), config.codec.codec, seed=config.optim.seed,
-                      run=run_id)  # fmt: skip
+        make_exchange(
+            config.exchange.exchange,
+            hub.transport(r, link),
+            config.codec.codec,
+            seed=config.optim.seed,
+            run=run_id,
+        )  # fmt: skip
         for r in range(world + servers)
     ]
     engines = [Engine(ReplicaState.shard(config, ds, r, world), board.agreement(r), exchanges[r], run_id=run_id)
@@ -123,12 +128,16 @@ def simulate_run(
         traffic = [row for r in reports for row in r["traffic"]]
         epoch_s = time.perf_counter() - start
         write_epoch(sink, run_id, reports[:world], traffic)
-        record = epoch_eval(run_id, epoch, reports[:world], traffic, epoch_s, totals, engines[0].evaluate(), ds.n_train)
+        record = epoch_eval(
+            run_id, epoch, reports[:world], traffic, epoch_s, totals, engines[0].evaluate(), ds.n_train
+        )
         sink.write(record)
         if progress is not None:
             progress(record)
     sink.close()
-    counters = Counters(backprops=int(totals["backprops"]), forwards=int(totals["forwards"]), train_s=totals["train_s"])
+    counters = Counters(
+        backprops=int(totals["backprops"]), forwards=int(totals["forwards"]), train_s=totals["train_s"]
+    )
     parameters = [[p.detach().clone() for p in e.state.model.parameters()] for e in engines]
     return RunResult(model=engines[0].state.model, sink=sink, counters=counters, config=config, dataset=ds,
                      final=record, extra={"parameters": parameters, "totals": totals}, stopped=stopped)  # fmt: skip
