@@ -93,7 +93,8 @@ class Engine:
     changes nothing, on any replica; otherwise every replica steps, also one whose own batch was
     empty (it has the others' averaged gradient). The global count is planned at the epoch's start
     from every replica's kept count; only two-pass samplers, whose counts are known after their
-    probe forward, add them up step by step.
+    probe forward, add them up step by step. A step without samples anywhere still runs the exchange
+    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step.
     """
 
     def __init__(
