@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from adass.engine import AgreementBoard, LocalAgreement
 from adass.models import build_model
-from adass.sampling import SAMPLERS, build_sampler, drop_within_budget
+from adass.sampling import SAMPLERS, Sampler, build_sampler, drop_within_budget
 
 
 def feed(sampler, indices, losses, path):
@@ -201,3 +202,23 @@ def test_empirical_slope_comes_from_the_pooled_observations():
     feed(alone, torch.arange(4), torch.tensor([4.0, 9.0, 16.0, 25.0]), 2.0)
     alone.select(0)
     assert alone.slope == pytest.approx(0.5)  # one process: its own observations only
+
+
+@pytest.mark.parametrize("name", SAMPLERS.names())
+def test_every_sampler_takes_the_share_hook(name):
+    """``share(agreement)`` is part of the protocol; local policies ignore it."""
+    s = build_sampler(name, n=20, seed=1, epochs=3, feature_sq_norms=torch.ones(20), linear=True)
+    assert isinstance(s, Sampler)
+    before = s.select(0).indices
+    s.share(AgreementBoard(3).agreement(1))  # a world of three, never asked: only ADASS would use it
+    if name != "adass":
+        assert torch.equal(build_sampler(name, n=20, seed=1, epochs=3).select(0).indices, before)
+
+
+def test_adass_shares_its_budget_only_with_other_replicas():
+    alone = adass("adass:eps=0.3,warmup=0,final=0", n=4)
+    alone.share(LocalAgreement())
+    assert alone.dropper == alone.local_drop  # a world of one: its own budget, no collectives
+    shared = adass("adass:eps=0.3,warmup=0,final=0", n=4)
+    shared.share(AgreementBoard(2).agreement(0))
+    assert shared.dropper != shared.local_drop

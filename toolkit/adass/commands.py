@@ -14,8 +14,8 @@ from .config import RunConfig
 from .data import DataError, load_dataset
 from .metrics import EvalRecord, ParquetSink
 from .registry import SpecError
+from .run import run
 from .tables import markdown_table
-from .trainer import train
 
 __all__ = ["run_bench", "run_compare", "run_dashboard", "run_train"]
 
@@ -49,12 +49,10 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     bar.update(done)
     sink = ParquetSink(out, config.to_dict())
     with bar:
-        if config.cluster.workers:
-            summary = _train_distributed(config, sink, update, bar, out, resume, dataset.n_train)
-        else:
-            result = train(config, sink=sink, progress=update, dataset=dataset)
-            summary = _summary(config, result.final, result.counters.backprops, result.counters.forwards,
-                               result.counters.train_s, dataset.n_train)  # fmt: skip
+        result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out, resume=resume,
+                     **_cluster_feedback(config, bar))  # fmt: skip
+    c = result.counters
+    summary = _summary(config, result.final, c.backprops, c.forwards, c.train_s, dataset.n_train)
     print(markdown_table(summary))
     kinds = "eval, selection, steps" + (", traffic" if config.cluster.workers else "")
     print(f"records: {out}/ ({kinds} .parquet, config.json)")
@@ -74,10 +72,11 @@ def _summary(config: RunConfig, final: EvalRecord, backprops: float, forwards: f
     return pd.DataFrame([row])
 
 
-def _train_distributed(
-    config: RunConfig, sink: ParquetSink, update: Callable, bar: tqdm, out: Path, resume: bool, n_train: int
-):
-    from .cluster import RunStore, train_distributed
+def _cluster_feedback(config: RunConfig, bar: tqdm) -> dict:
+    """For a distributed run: a live store that counts steps on the bar, and a note of the Dask dashboard."""
+    if not config.cluster.workers:
+        return {}
+    from .cluster import RunStore
 
     store = RunStore()
     steps_seen = [0]
@@ -92,10 +91,7 @@ def _train_distributed(
     def ready(handle) -> None:
         print(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
 
-    result = train_distributed(config, sink=sink, progress=update, store=store, checkpoint_dir=out,
-                               resume=resume, on_ready=ready)  # fmt: skip
-    t = result.totals
-    return _summary(config, result.final, t["backprops"], t["forwards"], t["train_s"], n_train)
+    return {"store": store, "on_ready": ready}
 
 
 def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:

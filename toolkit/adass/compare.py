@@ -17,8 +17,8 @@ import pandas as pd
 from .config import RunConfig, SamplerSection, check_option, options
 from .data import Dataset, load_dataset
 from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
+from .run import run
 from .tables import markdown_table
-from .trainer import train
 
 __all__ = ["COMPARE_COLUMNS", "DISTRIBUTED_COLUMNS", "Variant", "compare", "run_one", "summarise", "warm_up"]
 
@@ -66,17 +66,11 @@ def run_one(
     sink = MemorySink() if run_dir is None else ParquetSink(run_dir, config.to_dict())
     run_id = f"{label}|seed{seed}"
     if config.cluster.workers:
-        from .cluster import train_distributed
-
-        result = train_distributed(config, sink=sink, progress=progress, run_id=run_id.replace(" ", ""),
-                                   handle=handle, checkpoint_dir=run_dir)  # fmt: skip
-        final, totals = result.final, result.totals
-        backprops, forwards, wall_s = totals["backprops"], totals["forwards"], totals["train_s"]
-    else:
-        result = train(config, sink=sink, dataset=dataset, run_id=run_id, progress=progress,
-                       selection_records=out_dir is not None)  # fmt: skip
-        final = result.final
-        backprops, forwards, wall_s = result.counters.backprops, result.counters.forwards, result.counters.train_s
+        run_id = run_id.replace(" ", "")  # it names the run's Dask event topic
+    result = run(config, sink=sink, progress=progress, run_id=run_id, dataset=dataset,
+                 selection_records=out_dir is not None, checkpoint_dir=run_dir, handle=handle)  # fmt: skip
+    final, c = result.final, result.counters
+    backprops, forwards, wall_s = c.backprops, c.forwards, c.train_s
     return {
         "sampler": label, "spec": config.sampler.sampler, "seed": seed, "test_acc": final.test_acc,
         "backprops": backprops, "forwards": forwards, "wall_s": wall_s, "wire_bytes": final.wire_bytes,
@@ -86,8 +80,8 @@ def run_one(
 
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
-    train(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler=""),
-          dataset=dataset, selection_records=False)  # fmt: skip
+    run(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler=""),
+        dataset=dataset, selection_records=False)  # fmt: skip
 
 
 def variants(base: RunConfig, samplers: Sequence[str], exchanges: Sequence[str], codecs: Sequence[str]) -> list[Variant]:

@@ -11,7 +11,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
@@ -21,6 +21,7 @@ __all__ = [
     "ParquetSink",
     "RECORD_FILES",
     "SelectionRecord",
+    "Sink",
     "StepRecord",
     "TrafficRecord",
     "atomic_write_bytes",
@@ -94,6 +95,29 @@ RECORD_FILES: dict[type, str] = {
 
 def columns(kind: type) -> list[str]:
     return [f.name for f in fields(kind)]
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Where a run's records go: one record at a time, or many of one kind as a DataFrame.
+
+    A run writes StepRecords as it goes (in-process runs: one per step; distributed runs: a frame per
+    epoch), then each epoch's selection and traffic frames and its EvalRecord, and calls ``close``
+    once at the end. Sinks that keep files may also have ``flush()`` (called at checkpoints) and
+    ``resume()`` (start from the records a resumed run left).
+    """
+
+    def write(self, record: Any) -> None:
+        """One record (a ``StepRecord``, ``EvalRecord``, ...)."""
+        ...
+
+    def write_frame(self, kind: type, frame: pd.DataFrame) -> None:
+        """Many records of ``kind`` at once, a DataFrame with (at least) ``kind``'s columns."""
+        ...
+
+    def close(self) -> None:
+        """The run has ended: keep what was written."""
+        ...
 
 
 class MemorySink:

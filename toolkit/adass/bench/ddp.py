@@ -1,7 +1,7 @@
 """PyTorch DDP (gloo) baseline: the replicas' model, shards, local batch and steps, trained by
 ``torch.nn.parallel.DistributedDataParallel`` in one plain task per Dask worker.
 
-Every rank builds the same state a :class:`~adass.engine.ReplicaEngine` holds (model from the run
+Every rank builds the same state an :class:`~adass.engine.Engine` replica holds (model from the run
 seed, its shard, its sampler's visiting order, the optimizer), so a DDP run and an ADASS run with
 ``sampler=full`` do the same arithmetic up to the order of floating-point sums. A step is timed over
 forward + backward, inside which DDP's hooks all-reduce the gradients; the optimizer step is left
@@ -25,9 +25,8 @@ from ..cluster import ClusterHandle
 from ..cluster.bootstrap import destroy_group, free_port, init_group
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Agreement, ReplicaEngine
+from ..engine import Engine, ReplicaState, TorchAgreement, set_lr
 from ..registry import SpecError
-from ..trainer import lr_at
 
 __all__ = ["DDPResult", "ddp_rank", "train_ddp"]
 
@@ -90,25 +89,24 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
     o = run.optim
     init_group(master, port, rank, world, timeout_s)
     try:
-        engine = ReplicaEngine(run, rank, world, load_dataset(run.data.data, seed=o.seed))
-        model = DistributedDataParallel(engine.model)
-        agreement = Agreement()
+        state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
+        engine = Engine(state, TorchAgreement())
+        model = DistributedDataParallel(state.model)
         rows: list[dict[str, Any]] = []
         epoch_s: list[float] = []
         step = 0
         for epoch in range(o.epochs):
-            for group in engine.optimizer.param_groups:
-                group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
+            set_lr(state.optimizer, run, epoch)
             start = time.perf_counter()
-            steps = engine.agree_steps(epoch, agreement)
+            plan = engine.plan(epoch)
             order = engine.selection.indices
-            for s in range(steps):
-                idx = order[engine.batch(s, steps)]
+            for part in plan.batches:
+                idx = order[part]
                 t0 = time.perf_counter()
-                engine.optimizer.zero_grad(set_to_none=False)
-                loss = _local_step(model, engine.x[idx], engine.y[idx])
+                state.optimizer.zero_grad(set_to_none=False)
+                loss = _local_step(model, state.x[idx], state.y[idx])
                 step_s = time.perf_counter() - t0
-                engine.optimizer.step()
+                state.optimizer.step()
                 rows.append({"epoch": epoch, "step": step, "rank": rank, "samples": int(idx.numel()),
                              "loss": loss, "step_s": step_s})  # fmt: skip
                 step += 1

@@ -19,7 +19,7 @@ from distributed import get_worker
 from ..allocator import keep_freed_memory
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Agreement, ReplicaEngine
+from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement
 from ..exchange import make_exchange
 from ..exchange.gloo import GlooTransport
 from ..metrics import atomic_write_bytes
@@ -72,9 +72,9 @@ class Replica(_Member):
         def work() -> int:
             self._join(master, port, timeout_s)
             dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
-            self.engine = ReplicaEngine(self.config, self.rank, self.replicas, dataset, self.run_id)
-            self.engine.attach(self.exchange, Agreement(self.replica_group))
-            return int(self.engine.shard.numel())
+            state = ReplicaState.shard(self.config, dataset, self.rank, self.replicas)
+            self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
+            return state.n
 
         return await asyncio.to_thread(work)
 
@@ -82,13 +82,15 @@ class Replica(_Member):
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps."""
 
         def work() -> dict[str, int]:
-            steps = self.engine.agree_steps(epoch, self.engine.agreement)
-            return {"kept": len(self.engine.selection), "steps": steps}
+            self.plan = self.engine.plan(epoch)
+            return {"kept": self.plan.kept[self.rank], "steps": self.plan.steps}
 
         return await asyncio.to_thread(work)
 
     async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
-        report = await asyncio.to_thread(self.engine.run_epoch, epoch, steps, self.relay.send)
+        """Run the epoch planned by ``select`` (``steps`` of them); live rows go out as Dask events."""
+        live = LiveBatches(self.relay.send, steps)
+        report = await asyncio.to_thread(self.engine.run_epoch, self.plan, live)
         return asdict(report)
 
     async def evaluate(self) -> tuple[float, float]:
@@ -110,7 +112,7 @@ class Replica(_Member):
         await asyncio.to_thread(work)
 
     async def parameters(self) -> list[torch.Tensor]:
-        return [p.detach().clone() for p in self.engine.model.parameters()]
+        return [p.detach().clone() for p in self.engine.state.model.parameters()]
 
 
 class Server(_Member):

@@ -15,19 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from ..config import RunConfig
 from ..data import load_dataset
-from ..exchange import EXCHANGES
-from ..metrics import (
-    EvalRecord,
-    MemorySink,
-    SelectionRecord,
-    StepRecord,
-    TrafficRecord,
-    atomic_write_text,
-)  # fmt: skip
+from ..engine import Stop, epoch_eval, new_totals, server_count, stop_signal, write_epoch
+from ..metrics import EvalRecord, MemorySink, Sink, atomic_write_text
 from ..registry import SpecError
 from .actors import Replica, Server
 from .connect import ClusterHandle, connect
@@ -40,18 +31,13 @@ __all__ = ["DistributedResult", "read_checkpoint_state", "server_count", "train_
 class DistributedResult:
     """A finished distributed run: records, live store, totals and the final evaluation."""
 
-    sink: MemorySink
+    sink: Sink
     store: RunStore
     final: EvalRecord | None
     dashboard_link: str = ""
     totals: dict[str, float] = field(default_factory=dict)
     parameters: list | None = None
-
-
-def server_count(config: RunConfig) -> int:
-    """Ranks the exchange needs besides the replicas (PS server shards)."""
-    entry, values = EXCHANGES.resolve(config.exchange.exchange)
-    return int(entry.factory.extra_ranks(**values))
+    stopped: bool = False
 
 
 def _wait(futures: list, timeout_s: float) -> list:
@@ -105,22 +91,6 @@ class _Run:
         self.actors, self.servers, self.futures = [], [], []
 
 
-def _record_epoch(sink: MemorySink, reports: list[dict], server_reports: list[dict]) -> None:
-    steps = pd.DataFrame([row for r in reports for row in r["steps"]])
-    if len(steps):
-        sink.write_frame(StepRecord, steps)
-    traffic = [row for r in reports + server_reports for row in r["traffic"]]
-    if traffic:
-        sink.write_frame(TrafficRecord, pd.DataFrame(traffic))
-    for r in reports:
-        if r["selection"]:
-            sink.write_frame(SelectionRecord, pd.DataFrame({"run": sink_run(sink), **r["selection"]}))
-
-
-def sink_run(sink: MemorySink) -> str:
-    return getattr(sink, "run_id", "run")
-
-
 def read_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
     """``checkpoints/state.json`` of a run folder: the last finished epoch and the running totals."""
     path = Path(run_dir) / "checkpoints" / "state.json"
@@ -131,7 +101,7 @@ def read_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
 
 def train_distributed(
     config: RunConfig,
-    sink: MemorySink | None = None,
+    sink: Sink | None = None,
     progress: Callable[[EvalRecord], None] | None = None,
     run_id: str = "run",
     store: RunStore | None = None,
@@ -139,12 +109,13 @@ def train_distributed(
     resume: bool = False,
     on_ready: Callable[[ClusterHandle], None] | None = None,
     handle: ClusterHandle | None = None,
+    stop: Stop = None,
 ) -> DistributedResult:
     """Train ``config`` on ``config.cluster.workers`` Dask workers; return the records.
 
     Parameters
     ----------
-    sink : MemorySink, optional
+    sink : Sink, optional
         Where the records go (``ParquetSink`` for files); a MemorySink if omitted.
     progress : callable, optional
         Called with each epoch's EvalRecord.
@@ -156,11 +127,13 @@ def train_distributed(
         Continue from the checkpoint in ``checkpoint_dir``.
     handle : ClusterHandle, optional
         An open cluster to use (it is left open); otherwise one is connected and closed here.
+    stop : callable or Event, optional
+        Checked before every epoch (replicas run an epoch in lock-step); once it says stop, the run
+        ends there with ``stopped`` set.
     """
     if config.cluster.workers < 1:
         raise SpecError("--workers: a distributed run needs 1 or more workers")
     sink = sink if sink is not None else MemorySink()
-    sink.run_id = run_id
     store = store if store is not None else RunStore()
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
     own_handle = handle is None
@@ -168,7 +141,7 @@ def train_distributed(
     handle = handle or connect(config.cluster.scheduler or None, n_workers=world)
     run = _Run(config, handle, run_id, store)
     folder = Path(checkpoint_dir) / "checkpoints" if checkpoint_dir is not None else None
-    totals = {"backprops": 0.0, "forwards": 0.0, "wire_bytes": 0.0, "raw_bytes": 0.0, "train_s": 0.0}
+    totals, should_stop, stopped = new_totals(), stop_signal(stop), False
     record, first_epoch = None, 0
     try:
         if on_ready is not None:
@@ -181,11 +154,14 @@ def train_distributed(
                 sink.resume()
             _wait([a.load(str(folder)) for a in run.actors], run.timeout_s)
         for epoch in range(first_epoch, config.optim.epochs):
+            if should_stop():
+                stopped = True
+                break
             reports, server_reports, epoch_s = run.epoch(epoch)
-            test_loss, test_acc = run.actors[0].evaluate().result(timeout=run.timeout_s)
-            _record_epoch(sink, reports, server_reports)
-            record = _eval_record(run_id, epoch, reports, server_reports, epoch_s, totals, test_loss, test_acc,
-                                  dataset.n_train)  # fmt: skip
+            test = run.actors[0].evaluate().result(timeout=run.timeout_s)
+            traffic = [row for r in reports + server_reports for row in r["traffic"]]
+            write_epoch(sink, run_id, reports, traffic)
+            record = epoch_eval(run_id, epoch, reports, traffic, epoch_s, totals, test, dataset.n_train)
             sink.write(record)
             if folder is not None:
                 _checkpoint(run, folder, epoch, totals, sink)
@@ -197,26 +173,11 @@ def train_distributed(
         if own_handle:
             handle.close()
     sink.close()
-    return DistributedResult(sink, store, record, handle.dashboard_link, totals, parameters)
+    return DistributedResult(sink=sink, store=store, final=record, dashboard_link=handle.dashboard_link,
+                             totals=totals, parameters=parameters, stopped=stopped)  # fmt: skip
 
 
-def _eval_record(
-    run_id: str, epoch: int, reports: list[dict], server_reports: list[dict], epoch_s: float,
-    totals: dict[str, float], test_loss: float, test_acc: float, n_train: int,
-) -> EvalRecord:  # fmt: skip
-    traffic = [row for r in reports + server_reports for row in r["traffic"]]
-    totals["backprops"] += sum(r["backprops"] for r in reports)
-    totals["forwards"] += sum(r["forwards"] for r in reports)
-    totals["wire_bytes"] += sum(t["wire_bytes"] for t in traffic)
-    totals["raw_bytes"] += sum(t["raw_bytes"] for t in traffic)
-    totals["train_s"] += epoch_s
-    samples = sum(r["samples"] for r in reports)
-    loss = sum(r["loss_sum"] for r in reports) / max(1, samples)
-    return EvalRecord(run_id, epoch, totals["train_s"], int(totals["backprops"]), int(totals["forwards"]),
-                      int(totals["wire_bytes"]), loss, test_loss, test_acc, samples / max(1, n_train))  # fmt: skip
-
-
-def _checkpoint(run: _Run, folder: Path, epoch: int, totals: dict[str, float], sink: MemorySink) -> None:
+def _checkpoint(run: _Run, folder: Path, epoch: int, totals: dict[str, float], sink: Sink) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     _wait([a.save(str(folder)) for a in run.actors], run.timeout_s)
     if hasattr(sink, "flush"):

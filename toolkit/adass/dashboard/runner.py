@@ -99,6 +99,8 @@ class BackgroundRun:
             self.feed.put(Done(self.outcome or f"ended ({self.run_id})"))
 
     def _train(self, sink: LiveSink) -> str:
+        from ..run import run
+
         config = self.config
         self.feed.put(Status(f"loading {config.data.data}"))
         try:
@@ -106,8 +108,9 @@ class BackgroundRun:
         except DataError as err:
             raise SpecError(f"--data: {err}") from None
         self.feed.put(DatasetLoaded(dataset))
+        cluster: dict = {}
         if config.cluster.workers:
-            from ..cluster import RunStore, train_distributed
+            from ..cluster import RunStore
 
             store = RunStore()
             store.listeners.append(self.feed.listener)
@@ -119,14 +122,12 @@ class BackgroundRun:
                 self.feed.put(Status("training on Dask"))
                 self.feed.check_stop()
 
-            train_distributed(config, sink=sink, progress=self.feed.progress, run_id=self.run_id, store=store,
-                              on_ready=ready)  # fmt: skip
+            cluster = {"store": store, "on_ready": ready}
         else:
-            from ..trainer import train
-
             self.feed.put(Status("training in this process"))
-            train(config, sink=sink, progress=self.feed.progress, dataset=dataset, run_id=self.run_id)
-        return f"finished ({self.run_id})"
+        result = run(config, sink=sink, progress=self.feed.progress, stop=lambda: self.feed.stopping,
+                     run_id=self.run_id, dataset=dataset, **cluster)  # fmt: skip
+        return f"{'stopped' if result.stopped else 'finished'} ({self.run_id})"
 
 
 def _one_line(err: BaseException) -> str:

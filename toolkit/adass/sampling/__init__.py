@@ -1,7 +1,7 @@
 """Sample-selection policies: ``full``, ``random``, ``infobatch``, ``selective_backprop``, ``adass``."""
 
 from . import adass, full, infobatch, random_subset, selective_backprop  # noqa: F401  (registers)
-from .adass import AdassSampler, drop_within_budget
+from .adass import AdassSampler, drop_within_budget, global_dropper, global_pooler
 from .base import SAMPLERS, Sampler, SamplerBase, Selection, shuffled
 from .full import FullSampler
 from .infobatch import InfoBatchSampler
@@ -20,6 +20,8 @@ __all__ = [
     "SelectiveBackpropSampler",
     "build_sampler",
     "drop_within_budget",
+    "global_dropper",
+    "global_pooler",
     "shuffled",
 ]
 

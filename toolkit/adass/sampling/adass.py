@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..registry import Param
 from .base import SAMPLERS, SamplerBase, Selection, shuffled
 
-__all__ = ["AdassSampler", "drop_within_budget"]
+if TYPE_CHECKING:
+    from ..engine.agreement import Agreement
+
+__all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler"]
 
 _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations
 
@@ -47,6 +50,37 @@ def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch
     count = int((cum <= eps * total).sum())
     drop[order[: min(count, max_drop)]] = True
     return drop
+
+
+def global_dropper(agreement: Agreement) -> Callable[[torch.Tensor, float, float], torch.Tensor]:
+    """A drop rule with one global budget: all bounds are gathered, the same prefix is cut everywhere.
+
+    Exact, and cheap next to gradients: 4 bytes per training sample per epoch.
+    """
+
+    def drop(bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:
+        parts = agreement.gather(bounds)
+        total = sum(p.numel() for p in parts)
+        mask = drop_within_budget(torch.cat(parts), eps, total - math.ceil(min_keep * total))
+        start = sum(p.numel() for p in parts[: agreement.rank])
+        return mask[start : start + bounds.numel()]
+
+    return drop
+
+
+def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """Pooled observations: every replica's last ``limit // world`` values, in rank order.
+
+    ADASS estimates its drift rate from observed slopes; a rate per replica would make the bounds
+    of different replicas incomparable under the one global budget (a replica with a higher
+    estimate keeps more), so every replica takes the same quantile of the same pooled values.
+    """
+
+    def pool(values: torch.Tensor, limit: int) -> torch.Tensor:
+        share = max(1, limit // agreement.world)
+        return torch.cat(agreement.gather(values[-share:]))
+
+    return pool
 
 
 @SAMPLERS.register(
@@ -115,6 +149,12 @@ class AdassSampler(SamplerBase):
         # (slopes observed here, at most how many) -> the slopes the estimate is taken from;
         # distributed runs pool every replica's, so all replicas share one drift rate
         self.pooler: Callable[[torch.Tensor, int], torch.Tensor] = lambda slopes, limit: slopes[-limit:]
+
+    def share(self, agreement: Agreement) -> None:
+        """One budget over every replica's samples, and one drift rate from everyone's observations."""
+        if agreement.world > 1:
+            self.dropper = global_dropper(agreement)
+            self.pooler = global_pooler(agreement)
 
     # -- scores ---------------------------------------------------------------------------
     def drift_rate(self) -> torch.Tensor:

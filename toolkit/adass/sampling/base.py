@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from ..codecs.base import stable_seed
 from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..engine.agreement import Agreement
 
 __all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "shuffled"]
 
@@ -50,9 +53,17 @@ class Sampler(Protocol):
 
     Policies that decide per batch after a forward pass (``two_pass = True``) also implement
     ``backprop_weights(indices, losses) -> Tensor`` giving each sample's loss weight, 0 to skip.
+
+    In a run of several replicas each replica's sampler sees its own shard; before the first epoch
+    the engine calls ``share(agreement)``, where a policy with a global budget (ADASS) takes the
+    collectives it needs to decide for all replicas at once. Local policies ignore it.
     """
 
     two_pass: bool
+
+    def share(self, agreement: Agreement) -> None:
+        """Decide together with the other replicas through ``agreement`` from now on."""
+        ...
 
     def select(self, epoch: int) -> Selection: ...
 
@@ -101,6 +112,10 @@ class SamplerBase:
 
     def bounds(self) -> torch.Tensor:
         return self.last_loss.clone()
+
+    def share(self, agreement: Agreement) -> None:
+        """Local policies decide on their own shard: nothing to share."""
+        return None
 
     def everything(self, epoch: int) -> Selection:
         order = shuffled(torch.arange(self.n), self.seed, epoch)

@@ -1,0 +1,224 @@
+"""The epoch loop every run uses: select, agree on the epoch's steps, refresh scores, then steps of
+backprop -> exchange -> optimizer; one replica of a world of 1 (``train``) or of P replicas.
+
+An :class:`Engine` knows nothing about Dask or threads: it is given an :class:`Agreement` (small
+collectives among replicas) and an exchange (over any transport, or none in a world of one).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from ..exchange import Exchange
+from ..metrics import StepRecord
+from .agreement import Agreement, LocalAgreement
+from .batches import Split, spread_evenly
+from .replica import ReplicaState
+from .step import backprop_batch, evaluate, optimizer_step, refresh_scores, set_lr
+
+__all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
+
+#: ``hook(row, traffic_rows)`` after every step: the step's StepRecord fields (plus ``wire_bytes``
+#: and ``raw_bytes``) and its transfers as TrafficRecord fields
+StepHook = Callable[[dict[str, Any], list[dict[str, Any]]], None]
+
+
+@dataclass
+class EpochPlan:
+    """What the replicas agreed for one epoch.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch.
+    kept : list of int
+        Every replica's selected samples, in rank order.
+    steps : int
+        Steps of the epoch: as many as one process takes with the global batch over all kept samples.
+    batches : list of slice
+        This replica's local batch of every step, in its selection.
+    totals : list of int
+        Every step's planned global batch (the sum of all replicas' local batches).
+    """
+
+    epoch: int
+    kept: list[int]
+    steps: int
+    batches: list[slice]
+    totals: list[int]
+
+
+@dataclass
+class EpochReport:
+    """What one replica did in one epoch; plain data, so it travels back from a Dask actor."""
+
+    rank: int
+    epoch: int
+    samples: int = 0
+    backprops: int = 0
+    forwards: int = 0
+    loss_sum: float = 0.0
+    train_s: float = 0.0
+    losses: list[float] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)
+    traffic: list[dict] = field(default_factory=list)
+    selection: dict[str, list] = field(default_factory=dict)
+
+
+class Engine:
+    """The training loop of replica ``agreement.rank`` of ``agreement.world``.
+
+    Parameters
+    ----------
+    state : ReplicaState
+        Model, optimizer, samples and sampler of this replica.
+    agreement : Agreement, optional
+        Collectives among the replicas; :class:`LocalAgreement` (a world of one) if omitted.
+    exchange : Exchange, optional
+        Averages the replicas' gradients; None in a world of one, where the gradient is the mean.
+    split : callable
+        How the selection is cut into the epoch's steps (see :mod:`adass.engine.batches`).
+    run_id : str
+        Run label of the records.
+
+    Notes
+    -----
+    One rule decides the optimizer step in every world: a step whose global sample count is zero
+    changes nothing, on any replica; otherwise every replica steps, also one whose own batch was
+    empty (it has the others' averaged gradient). The global count is planned at the epoch's start
+    from every replica's kept count; only two-pass samplers, whose counts are known after their
+    probe forward, add them up step by step. A step without samples anywhere still runs the exchange
+    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step.
+    """
+
+    def __init__(
+        self, state: ReplicaState, agreement: Agreement | None = None, exchange: Exchange | None = None,
+        split: Split = spread_evenly, run_id: str = "run",
+    ) -> None:  # fmt: skip
+        self.state = state
+        self.agreement = agreement if agreement is not None else LocalAgreement()
+        self.exchange = exchange
+        self.split, self.run_id = split, run_id
+        self.rank, self.world = self.agreement.rank, self.agreement.world
+        self.selection = None
+        state.sampler.share(self.agreement)  # one global budget where the policy has one
+
+    # -- epoch ----------------------------------------------------------------------------
+    def plan(self, epoch: int) -> EpochPlan:
+        """Choose this epoch's samples and agree with the other replicas on the epoch's steps."""
+        self.selection = self.state.sampler.select(epoch)
+        mine = len(self.selection)
+        kept = [int(k) for k in torch.cat(self.agreement.gather(torch.tensor([float(mine)])))]
+        batch_size = self.state.config.optim.batch_size
+        steps = math.ceil(sum(kept) / batch_size)
+        splits = [self.split(k, steps, batch_size) for k in kept]
+        totals = [sum(part[s].stop - part[s].start for part in splits) for s in range(steps)]
+        return EpochPlan(epoch, kept, steps, splits[self.rank], totals)
+
+    def run_epoch(
+        self, plan: EpochPlan, on_step: StepHook | None = None, stop: Callable[[], bool] | None = None,
+        selection_records: bool = True,
+    ) -> EpochReport:  # fmt: skip
+        """Refresh scores where the sampler asks for it, then run the plan's steps.
+
+        Parameters
+        ----------
+        plan : EpochPlan
+            From :meth:`plan` of the same epoch.
+        on_step : callable, optional
+            Called after every step with the step's row and traffic rows.
+        stop : callable, optional
+            Checked after every step; once true, the epoch ends there (only in a world of one: replicas
+            must stay in lock-step, so a distributed run stops between epochs).
+        selection_records : bool
+            Put every sample's bound and kept flag into ``report.selection``.
+        """
+        s = self.state
+        set_lr(s.optimizer, s.config, plan.epoch)
+        if self.exchange is not None:
+            self.exchange.epoch = plan.epoch
+        report = EpochReport(self.rank, plan.epoch)
+        backprops0, forwards0 = s.counters.backprops, s.counters.forwards
+        start = time.perf_counter()
+        refresh = self.selection.refresh
+        if refresh is not None and refresh.numel():
+            refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
+        for part, total in zip(plan.batches, plan.totals, strict=True):
+            row, traffic = self.step(
+                plan.epoch, self.selection.indices[part], self.selection.weights[part], total
+            )
+            report.samples += row["samples"]
+            report.loss_sum += row["loss"] * row["samples"]
+            report.losses.append(row["loss"])
+            report.steps.append(row)
+            report.traffic += traffic
+            if on_step is not None:
+                on_step(row, traffic)
+            if stop is not None and self.world == 1 and stop():
+                break
+        report.train_s = time.perf_counter() - start
+        report.backprops = s.counters.backprops - backprops0
+        report.forwards = s.counters.forwards - forwards0
+        if selection_records:
+            report.selection = self.selection_columns(plan.epoch)
+        return report
+
+    def step(
+        self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, planned: int
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One synchronous step on the local batch ``idx``; returns its row and traffic rows.
+
+        ``planned`` is the step's global batch from the plan; it is the global sample count unless
+        a two-pass sampler backpropagates fewer samples than it visits.
+        """
+        s = self.state
+        t0 = time.perf_counter()
+        loss, used = backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, s.counters)
+        t1 = time.perf_counter()
+        total = self.agreement.sum_int(used) if s.sampler.two_pass else planned
+        encode_s = decode_s = comm_s = 0.0
+        traffic: list[dict[str, Any]] = []
+        if self.exchange is not None:
+            # a step nobody backpropagated in still exchanges (zeros, at unit weight, so the weighted
+            # mean is defined and PS servers stay in step), but nobody applies it
+            self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
+            t2 = time.perf_counter()
+            times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
+            encode_s, decode_s = times["encode_s"], times["decode_s"]
+            comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
+            traffic = [asdict(r) for r in self.exchange.traffic()]
+        if total:
+            optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
+        record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
+                            compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s)  # fmt: skip
+        row = {**asdict(record), "wire_bytes": sum(r["wire_bytes"] for r in traffic),
+               "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
+        s.step += 1
+        return row, traffic
+
+    def selection_columns(self, epoch: int) -> dict[str, list]:
+        """Every sample of this replica this epoch: its id in the dataset, bound and kept flag."""
+        s = self.state
+        kept = torch.zeros(s.n, dtype=torch.bool)
+        kept[self.selection.indices] = True
+        return {
+            "epoch": [epoch] * s.n, "rank": [self.rank] * s.n, "sample_id": s.indices.tolist(),
+            "bound": s.sampler.bounds().double().tolist(), "kept": kept.tolist(),
+        }  # fmt: skip
+
+    def evaluate(self) -> tuple[float, float]:
+        """Test loss and accuracy of this replica's model."""
+        return evaluate(self.state.model, self.state.x_test, self.state.y_test)
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return self.state.state_dict(self.exchange)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.state.load_state_dict(state, self.exchange)

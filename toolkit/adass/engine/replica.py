@@ -1,0 +1,109 @@
+"""What one replica holds: model, optimizer, its part of the data, sampler, counters and a flat
+gradient buffer; and how that state goes into and out of a checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from ..codecs.base import stable_seed
+from ..config import RunConfig
+from ..data import Dataset, shard_indices
+from ..exchange import Exchange
+from ..models import build_model, is_linear
+from ..sampling import build_sampler
+from .step import Counters, make_optimizer
+
+__all__ = ["ReplicaState", "codec_memory", "replica_seed"]
+
+
+def replica_seed(seed: int, rank: int) -> int:
+    """The seed of replica ``rank``'s sampler (visiting order, random draws)."""
+    return stable_seed(seed, "replica", rank) % (2**31)
+
+
+def codec_memory(exchange: Exchange | None) -> Any:
+    """The exchange codec's error-feedback memory (what a checkpoint must keep), or None."""
+    return getattr(exchange.codec, "memory", None) if exchange is not None else None
+
+
+class ReplicaState:
+    """Model, optimizer, samples and sampler of one replica; build it with :meth:`whole` or :meth:`shard`.
+
+    Every replica builds the same initial model from the run seed, so no broadcast is needed.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+    dataset : Dataset
+        All the data; the replica keeps the training samples at ``indices`` and the whole test set.
+    indices : Tensor
+        ``(n,)`` positions of this replica's training samples in ``dataset``.
+    sampler_seed : int
+        Seed of this replica's sampler.
+    """
+
+    def __init__(self, config: RunConfig, dataset: Dataset, indices: torch.Tensor, sampler_seed: int) -> None:
+        o = config.optim
+        self.config, self.indices = config, indices
+        self.x, self.y = dataset.x_train[indices], dataset.y_train[indices]
+        self.x_test, self.y_test = dataset.x_test, dataset.y_test
+        self.model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
+        self.sampler = build_sampler(
+            config.sampler.sampler, n=int(indices.numel()), seed=sampler_seed, epochs=o.epochs,
+            feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
+        )  # fmt: skip
+        self.optimizer = make_optimizer(self.model, config)
+        # every gradient is a view of one flat buffer: backward fills it in place (backprop_batch
+        # zeroes with set_to_none=False, which keeps the views), the exchange averages it in place,
+        # and the optimizer reads the views; nothing is concatenated or copied
+        params = list(self.model.parameters())
+        self.flat_grad = torch.zeros(sum(p.numel() for p in params))
+        offset = 0
+        for p in params:
+            p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+        self.measure_path = bool(getattr(self.sampler, "uses_path", True))  # step lengths, for ADASS bounds
+        self.counters = Counters()
+        self.step = 0
+
+    @classmethod
+    def whole(cls, config: RunConfig, dataset: Dataset) -> ReplicaState:
+        """The only replica of a single-process run: every sample, the sampler seeded by the run seed."""
+        return cls(config, dataset, torch.arange(dataset.n_train), config.optim.seed)
+
+    @classmethod
+    def shard(cls, config: RunConfig, dataset: Dataset, rank: int, world: int) -> ReplicaState:
+        """Replica ``rank`` of ``world``: its shard (``config.data.shard``) and its own sampler seed."""
+        seed = config.optim.seed
+        indices = shard_indices(dataset.y_train, world, config.data.shard, seed=seed)[rank]
+        return cls(config, dataset, indices, replica_seed(seed, rank))
+
+    @property
+    def n(self) -> int:
+        """How many training samples this replica holds."""
+        return int(self.indices.numel())
+
+    def state_dict(self, exchange: Exchange | None = None) -> dict[str, Any]:
+        """Model, optimizer, sampler, counters, step and the codec's error-feedback memory."""
+        state = {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "sampler": self.sampler.state_dict(), "counters": asdict(self.counters), "step": self.step,
+        }  # fmt: skip
+        memory = codec_memory(exchange)
+        if memory is not None:
+            state["memory"] = memory.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], exchange: Exchange | None = None) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.counters, self.step = Counters(**state["counters"]), int(state["step"])
+        memory = codec_memory(exchange)
+        if memory is not None and "memory" in state:
+            memory.load_state_dict(state["memory"])

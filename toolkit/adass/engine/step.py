@@ -1,0 +1,127 @@
+"""The step kernel: counters, learning rate, backprop of one batch, forward-only refresh, optimizer
+step and evaluation. Every training loop of the toolkit is built from these pieces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..config import RunConfig
+from ..sampling import Sampler
+
+__all__ = ["Counters", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "optimizer_step",
+           "refresh_scores", "set_lr"]  # fmt: skip
+
+
+@dataclass
+class Counters:
+    """Cost so far, in sample passes: ``backprops`` (forward + backward) and ``forwards`` (all forwards)."""
+
+    backprops: int = 0
+    forwards: int = 0
+    train_s: float = 0.0
+    path: float = 0.0  # cumulative ||w_{t+1} - w_t||
+
+
+def lr_at(base_lr: float, schedule: str, epoch: int, epochs: int) -> float:
+    """Learning rate for ``epoch`` (0-based): constant, step (x0.1 at 50% and 75%) or cosine."""
+    if schedule == "constant":
+        return base_lr
+    if schedule == "step":
+        return base_lr * (0.1 ** sum(epoch >= m * epochs for m in (0.5, 0.75)))
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * epoch / epochs))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, config: RunConfig, epoch: int) -> None:
+    """Set every parameter group's learning rate to the schedule's value for ``epoch``."""
+    o = config.optim
+    for group in optimizer.param_groups:
+        group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
+
+
+def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+    """SGD with the configured learning rate, momentum and weight decay."""
+    o = config.optim
+    return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` on ``(x, y)``."""
+    was_training = model.training
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for start in range(0, int(y.shape[0]), batch):
+        logits = model(x[start : start + batch])
+        target = y[start : start + batch]
+        loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
+        correct += int((logits.argmax(1) == target).sum())
+    model.train(was_training)
+    n = max(1, int(y.shape[0]))
+    return loss_sum / n, correct / n
+
+
+@torch.no_grad()
+def refresh_scores(
+    model: nn.Module, sampler: Sampler, x_all: torch.Tensor, y_all: torch.Tensor, idx: torch.Tensor,
+    c: Counters, batch: int = 1024,
+) -> None:  # fmt: skip
+    """Forward-only pass over ``idx`` so the sampler sees fresh losses (counted as forwards)."""
+    for start in range(0, int(idx.numel()), batch):
+        part = idx[start : start + batch]
+        losses = F.cross_entropy(model(x_all[part]), y_all[part], reduction="none")
+        sampler.observe(part, losses, {"path": c.path, "refresh": True})
+        c.forwards += int(part.numel())
+
+
+def backprop_batch(
+    model: nn.Module, sampler: Sampler, x_all: torch.Tensor, y_all: torch.Tensor,
+    idx: torch.Tensor, weights: torch.Tensor, c: Counters,
+) -> tuple[float, int]:  # fmt: skip
+    """Forward and backward on the batch ``idx`` of ``(x_all, y_all)``; gradients are left in ``.grad``.
+
+    Two-pass samplers first see a no-grad forward and choose whom to backprop. Returns the mean loss
+    and how many samples were backpropagated (their forwards and backprops are added to ``c``).
+    Gradients are zeroed in place (``set_to_none=False``), so views into a flat buffer survive.
+    """
+    model.zero_grad(set_to_none=False)
+    if idx.numel() == 0:
+        return 0.0, 0
+    x, y = x_all[idx], y_all[idx]
+    if sampler.two_pass:
+        with torch.no_grad():
+            probe = F.cross_entropy(model(x), y, reduction="none")
+        c.forwards += int(idx.numel())
+        sampler.observe(idx, probe, {"path": c.path})
+        weights = weights * sampler.backprop_weights(idx, probe)
+        keep = weights > 0
+        idx, x, y, weights = idx[keep], x[keep], y[keep], weights[keep]
+        if idx.numel() == 0:
+            return float(probe.mean()), 0
+    losses = F.cross_entropy(model(x), y, reduction="none")
+    if not sampler.two_pass:
+        sampler.observe(idx, losses.detach(), {"path": c.path})
+    (losses * weights).sum().div(idx.numel()).backward()
+    c.backprops += int(idx.numel())
+    c.forwards += int(idx.numel())
+    return float(losses.detach().mean()), int(idx.numel())
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    """Every parameter, flattened and concatenated (a copy)."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def optimizer_step(
+    model: nn.Module, opt: torch.optim.Optimizer, c: Counters, measure_path: bool = True
+) -> None:
+    """``opt.step()``; with ``measure_path``, add the step's length ``||w_{t+1} - w_t||`` to ``c.path``."""
+    before = flat_params(model) if measure_path else None
+    opt.step()
+    if measure_path:
+        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
