@@ -20,7 +20,12 @@ from adass.data import load_dataset
 from adass.trainer import train
 
 FEATURES, CLASSES, N_TRAIN, N_TEST, EPOCHS = 40, 10, 3000, 1000, 10
-IDX_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+IDX_NAMES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 
 
 def write_non_centred(folder: Path, seed: int = 0) -> Path:

@@ -24,7 +24,12 @@ from adass.data import (
 from adass.engine import ReplicaEngine
 from adass.registry import SpecError
 
-IDX_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+IDX_NAMES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
 
 
 def write_idx(folder: Path, x_train: np.ndarray, y_train, x_test: np.ndarray, y_test) -> Path:
@@ -174,7 +179,18 @@ def test_train_warns_once_and_records_the_statistics(tmp_path, capsys):
     folder = write_idx(tmp_path / "shifted", rng.integers(100, 140, (60, 4)), np.arange(60) % 2,
                        rng.integers(150, 190, (20, 4)), np.arange(20) % 2)  # fmt: skip
     out = tmp_path / "run"
-    args = ["train", "--data", f"idx:{folder}", "--model", "logreg", "--epochs", "1", "--out", str(out), "--quiet"]
+    args = [
+        "train",
+        "--data",
+        f"idx:{folder}",
+        "--model",
+        "logreg",
+        "--epochs",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert main(args) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and str(folder) in warnings[0]
