@@ -111,12 +111,27 @@ def _group_dims(x: torch.Tensor) -> tuple[int, ...]:
 
 
 def fit(x_train: torch.Tensor, x_test: torch.Tensor, setting: str, applied: bool) -> Standardization:
-    """Statistics of ``x_train`` ``(n, *shape)``, and how far ``x_test``'s means sit from them."""
+    """Training statistics, and how far the test split's means sit from them.
+
+    Parameters
+    ----------
+    x_train, x_test : Tensor
+        ``(n, d)`` vectors or ``(n, C, H, W)`` images.
+    setting : str
+        The ``standardize`` value asked for, recorded as is.
+    applied : bool
+        Whether :meth:`Standardization.apply` will change features.
+
+    Returns
+    -------
+    Standardization
+        One mean and std per feature (vectors) or per channel (images), from ``x_train`` only.
+    """
     dims = _group_dims(x_train)
     per = "channel" if x_train.dim() == 4 else "feature"
     k = x_train.shape[1]
     if x_train.shape[0]:
-        var, mean = torch.var_mean(x_train, dim=dims, correction=0)  # (k,) each; Welford, stable
+        var, mean = torch.var_mean(x_train, dim=dims, correction=0)  # (k,) each
         std = var.sqrt()
     else:
         mean, std = torch.zeros(k), torch.ones(k)
