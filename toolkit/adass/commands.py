@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from .compare import compare
 from .config import RunConfig
-from .data import DataError, load_dataset
+from .data import DataError, load_dataset, shift_warning, standardization_record
 from .metrics import EvalRecord, ParquetSink
 from .registry import SpecError
 from .run import run
@@ -32,9 +32,13 @@ def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord
 
 def _load_data(config: RunConfig):
     try:
-        return load_dataset(config.data.data, seed=config.optim.seed)
+        dataset = load_dataset(config.data.data, seed=config.optim.seed)
     except DataError as err:
         raise SpecError(f"--data: {err}") from None
+    warning = shift_warning(dataset)
+    if warning:
+        print(f"adass: {warning}", file=sys.stderr)
+    return dataset
 
 
 def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = False) -> int:
@@ -47,7 +51,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
         done = int(read_checkpoint_state(out)["epoch"]) + 1
     bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
     bar.update(done)
-    sink = ParquetSink(out, config.to_dict())
+    sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
     with bar:
         result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out, resume=resume,
                      **_cluster_feedback(config, bar))  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import RunConfig, SamplerSection, check_option, options
-from .data import Dataset, load_dataset
+from .data import Dataset, load_dataset, standardization_record
 from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
 from .run import run
 from .tables import markdown_table
@@ -63,7 +63,8 @@ def run_one(
     label = label or config.sampler.sampler
     seed = config.optim.seed
     run_dir = None if out_dir is None else Path(out_dir) / "runs" / _run_dir_name(label, seed)
-    sink = MemorySink() if run_dir is None else ParquetSink(run_dir, config.to_dict())
+    record = {**config.to_dict(), "standardization": standardization_record(dataset)}
+    sink = MemorySink() if run_dir is None else ParquetSink(run_dir, record)
     run_id = f"{label}|seed{seed}"
     if config.cluster.workers:
         run_id = run_id.replace(" ", "")  # it names the run's Dask event topic

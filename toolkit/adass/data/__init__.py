@@ -10,6 +10,7 @@ from .base import DataError, Dataset
 from .catalog import DATASETS, load_dataset
 from .mnist5k import data_dir
 from .sharding import SHARDINGS, shard_indices
+from .standardization import Standardization, shift_warning, standardization_record, standardize
 from .synthetic import make_mixture
 
 __all__ = [
@@ -17,8 +18,12 @@ __all__ = [
     "DataError",
     "Dataset",
     "SHARDINGS",
+    "Standardization",
     "data_dir",
     "load_dataset",
     "make_mixture",
     "shard_indices",
+    "shift_warning",
+    "standardization_record",
+    "standardize",
 ]

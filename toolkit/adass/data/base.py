@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from .standardization import Standardization
 
 __all__ = ["Dataset", "DataError", "images_to_tensor", "labels_to_tensor"]
 
@@ -23,7 +27,9 @@ class Dataset:
     name : str
         The spec it was built from (``mnist5k``, ``synthetic:n=2000``, ...).
     x_train, x_test : Tensor
-        ``(n, *shape)`` float32 features, already scaled (images in [0, 1]).
+        ``(n, *shape)`` float32 features. Loaders return them on the files' own scale (pixels
+        divided by 255); ``load_dataset`` then standardizes them as the spec's ``standardize``
+        key says, with the training split's statistics.
     y_train, y_test : Tensor
         ``(n,)`` int64 labels in ``[0, classes)``.
     shape : tuple of int
@@ -33,6 +39,9 @@ class Dataset:
     extras : dict of str to Tensor
         Optional per-sample annotations of the training set, each ``(n_train,)``; the synthetic
         generator records ``clean_labels`` and ``hard`` here.
+    standardization : Standardization or None
+        The training statistics and whether they were applied; None for a dataset built without
+        ``load_dataset``.
     """
 
     name: str
@@ -43,6 +52,7 @@ class Dataset:
     shape: tuple[int, ...]
     classes: int
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    standardization: Standardization | None = None
 
     @property
     def is_image(self) -> bool:
@@ -64,7 +74,7 @@ class Dataset:
 
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
-    """``(n, C, H, W)`` uint8 pixels -> float32 tensor in [0, 1]."""
+    """``(n, ...)`` uint8 values (pixels, byte features) -> float32 tensor in [0, 1]."""
     return torch.from_numpy(np.asarray(images).astype(np.float32)).div_(255.0)  # copies
 
 

@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
-from ..registry import Registry, parse_spec
+import functools
+from collections.abc import Callable
+
+from ..registry import Param, Registry, parse_spec
 from .base import Dataset
+from .standardization import STANDARDIZE
+from .standardization import standardize as standardize_dataset  # the loaders' keyword is `standardize`
 
-__all__ = ["DATASETS", "load_dataset"]
+__all__ = ["DATASETS", "DatasetRegistry", "load_dataset"]
 
-#: Every loader registers itself here: ``factory(**params, seed=..., name=...) -> Dataset``.
-DATASETS = Registry("data")
+
+class DatasetRegistry(Registry):
+    """Dataset loaders; every entry also takes the ``standardize`` key, declared once for all.
+
+    A loader returns features on its files' own scale; the registered entry standardizes them
+    afterwards, so no loader handles the key itself.
+    """
+
+    def register(
+        self, name: str, doc: str = "", *, built_standardized: bool = False, **params: Param
+    ) -> Callable:
+        """Decorator: register ``loader(**params, seed=..., name=...) -> Dataset`` under ``name``.
+
+        ``built_standardized`` marks a loader whose data is centred and unit-scaled by
+        construction: ``standardize=auto`` then keeps it as built (``on`` still standardizes).
+        """
+
+        register_entry = super().register(name, doc, **params, standardize=STANDARDIZE)
+
+        def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
+            @functools.wraps(loader)
+            def load_standardized(*, standardize: str = STANDARDIZE.default, **values) -> Dataset:
+                return standardize_dataset(loader(**values), standardize, built_standardized)
+
+            register_entry(load_standardized)
+            return loader
+
+        return decorate
+
+
+#: Every loader registers itself here: ``loader(**params, seed=..., name=...) -> Dataset``.
+DATASETS = DatasetRegistry("data")
 
 
 def load_dataset(spec: str, seed: int = 0) -> Dataset:
@@ -18,14 +53,16 @@ def load_dataset(spec: str, seed: int = 0) -> Dataset:
     ----------
     spec : str
         ``mnist5k``, ``synthetic:n=4000,d=20,...``, ``idx:DIR``, ``cifar10:DIR``,
-        ``svmlight:PATH`` or ``svmlight:PATH,test=PATH``; see ``DATASETS.help()``.
+        ``svmlight:PATH`` or ``svmlight:PATH,test=PATH``; any of them may add
+        ``standardize=auto|on|off``. See ``DATASETS.help()``.
     seed : int
         Seed for everything random in building the data (synthetic draws, train/test splits).
 
     Returns
     -------
     Dataset
-        Train and test tensors; ``name`` is the spec in canonical form.
+        Train and test tensors, standardized with the training split's statistics unless the
+        spec says otherwise; ``name`` is the spec in canonical form.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""``idx:DIR``: MNIST-style IDX files (MNIST, Fashion-MNIST, KMNIST), plain or gzip-compressed."""
+"""``idx:DIR``: MNIST-style IDX files (MNIST, Fashion-MNIST, KMNIST; 2-D files hold feature vectors)."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ FILE_NAMES = {
 _UBYTE = 0x08
 
 
-def read_idx(path: Path, ndim: int) -> np.ndarray:
+def read_idx(path: Path, ndim: int | tuple[int, ...]) -> np.ndarray:
     """Read one unsigned-byte IDX file with ``ndim`` dimensions.
 
     Parameters
     ----------
     path : Path
         The file, optionally ending in ``.gz``.
-    ndim : int
-        Expected number of dimensions: 3 for images, 1 for labels.
+    ndim : int or tuple of int
+        Expected number of dimensions, or the allowed ones: 3 for images, 2 for feature vectors,
+        1 for labels.
 
     Returns
     -------
@@ -42,12 +43,14 @@ def read_idx(path: Path, ndim: int) -> np.ndarray:
         Wrong magic number, or a header that does not match the file's length.
     """
     raw = read_bytes("idx", path)
-    magic, header = raw[:4], 4 + 4 * ndim
-    expected = bytes([0, 0, _UBYTE, ndim])
-    if len(magic) == 4 and magic != expected:
-        raise DataError(
-            f"idx: {path}: magic number {magic.hex()} is wrong, expected {expected.hex()}"
-        )
+    allowed = (ndim,) if isinstance(ndim, int) else ndim
+    magic = raw[:4]
+    expected = [bytes([0, 0, _UBYTE, k]) for k in allowed]
+    if len(magic) == 4 and magic not in expected:
+        wanted = " or ".join(e.hex() for e in expected)
+        raise DataError(f"idx: {path}: magic number {magic.hex()} is wrong, expected {wanted}")
+    ndim = magic[3] if len(magic) == 4 else allowed[0]
+    header = 4 + 4 * ndim
     if len(raw) < header:
         raise DataError(f"idx: {path}: truncated header ({len(raw)} bytes)")
     shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
@@ -64,7 +67,7 @@ def _read_split(folder: Path, split: str, classes: int) -> tuple[np.ndarray, np.
     images_name, labels_name = FILE_NAMES[split]
     images_path = find_file("idx", folder, images_name)
     labels_path = find_file("idx", folder, labels_name)
-    images = read_idx(images_path, ndim=3)
+    images = read_idx(images_path, ndim=(3, 2))  # (n, H, W) images or (n, d) feature vectors
     labels = read_idx(labels_path, ndim=1)
     if labels.shape[0] != images.shape[0]:
         raise DataError(
@@ -83,7 +86,7 @@ def _read_split(folder: Path, split: str, classes: int) -> tuple[np.ndarray, np.
     classes=Param(10, "number of classes; labels must lie in 0..classes-1", low=2, high=1000),
 )
 def load_idx(path: str, classes: int, *, seed: int = 0, name: str = "idx") -> Dataset:
-    """MNIST-style IDX files from a local folder."""
+    """MNIST-style IDX files from a local folder: images, or feature vectors in 2-D files."""
     del seed  # the files fix the split
     folder = require_dir("idx", path)
     x_train, y_train = _read_split(folder, "train", classes)
@@ -92,12 +95,14 @@ def load_idx(path: str, classes: int, *, seed: int = 0, name: str = "idx") -> Da
         raise DataError(
             f"idx: {folder}: train images are {x_train.shape[1:]} but test images are {x_test.shape[1:]}"
         )
+    if x_train.ndim == 3:  # images get their one channel: (n, 1, H, W)
+        x_train, x_test = x_train[:, None], x_test[:, None]
     return Dataset(
         name=name,
-        x_train=images_to_tensor(x_train[:, None]),  # (n, 1, H, W)
+        x_train=images_to_tensor(x_train),
         y_train=labels_to_tensor(y_train),
-        x_test=images_to_tensor(x_test[:, None]),
+        x_test=images_to_tensor(x_test),
         y_test=labels_to_tensor(y_test),
-        shape=(1, *x_train.shape[1:]),
+        shape=tuple(x_train.shape[1:]),
         classes=classes,
     )
