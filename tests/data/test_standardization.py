@@ -21,7 +21,7 @@ from adass.data import (
     standardization_record,
     standardize,
 )
-from adass.engine import ReplicaEngine
+from adass.engine import ReplicaState
 from adass.registry import SpecError
 
 IDX_NAMES = (
@@ -213,7 +213,7 @@ def test_replicas_standardize_with_the_global_statistics(tmp_path):
     shard_means = []
     for rank in range(world):
         # each replica loads the whole training split, as a Dask actor does, then takes its shard
-        engine = ReplicaEngine(config, rank, world, load_dataset(spec, seed=2))
+        engine = ReplicaState.shard(config, load_dataset(spec, seed=2), rank, world)
         expected = (x[shards[rank]] - x.mean(0)) / x.std(0, unbiased=False)
         assert torch.allclose(engine.x, expected, atol=1e-4)
         shard_means.append(engine.x.mean(0))
