@@ -86,7 +86,9 @@ def choose_binding(host: str | None, bind: str | None = None) -> Binding | None:
         found = interface_holding(bind)
         if found is None:
             names = "|".join(sorted(interfaces))
-            raise ValueError(f"bind: {bind!r} is not allowed; expected an interface ({names}) or one of its addresses")
+            raise ValueError(
+                f"bind: {bind!r} is not allowed; expected an interface ({names}) or one of its addresses"
+            )
         return found
     return interface_holding(host) if host else None
 

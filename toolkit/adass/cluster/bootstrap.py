@@ -15,7 +15,7 @@ import socket
 import torch
 import torch.distributed as dist
 
-from .binding import Binding, apply_binding, choose_binding
+from .binding import apply_binding, choose_binding
 
 __all__ = ["GroupConnectError", "backend", "destroy_group", "free_port", "init_group"]
 
@@ -78,32 +78,29 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
             f"rank {rank} of {world} could not reach the rendezvous at {master}:{port} within {timeout_s:g} s: "
             f"{_reason(err)}"
         ) from None
-    store.set(_ADDRESS_KEY.format(rank=rank), str(binding) if binding else "address chosen by gloo")
+    store.set(_ADDRESS_KEY.format(rank=rank), str(binding) if binding else "an address chosen by gloo")
+    peers = _peer_addresses(store, rank, world)  # read now: after a failure the store may be gone
     name = "cpu:gloo,cuda:nccl" if backend() == "nccl" else "gloo"
     try:
         dist.init_process_group(name, store=store, rank=rank, world_size=world, timeout=timeout)
     except RuntimeError as err:
-        raise GroupConnectError(_connect_message(store, rank, world, binding, timeout_s, err)) from None
+        own = str(binding) if binding else "an address chosen by gloo"
+        raise GroupConnectError(
+            f"rank {rank} of {world} (at {own}) could not connect its process group within {timeout_s:g} s "
+            f"to {'; '.join(f'rank {r} at {where}' for r, where in peers.items()) or 'no peers'}: {_reason(err)}"
+        ) from None
 
 
-def _connect_message(store: dist.Store, rank: int, world: int, binding: Binding | None, timeout_s: float,
-                     err: Exception) -> str:  # fmt: skip
-    store.set_timeout(datetime.timedelta(seconds=1))  # the peers' entries are there or never will be
-    peers = []
-    for peer in range(world):
-        if peer == rank:
-            continue
-        key = _ADDRESS_KEY.format(rank=peer)
-        try:
-            where = store.get(key).decode() if store.check([key]) else "no address published"
-        except RuntimeError:
-            where = "store unreachable"
-        peers.append(f"rank {peer} at {where}")
-    own = str(binding) if binding else "an address chosen by gloo"
-    return (
-        f"rank {rank} of {world} (at {own}) could not connect its process group within {timeout_s:g} s "
-        f"to {'; '.join(peers) or 'no peers'}: {_reason(err)}"
-    )
+def _peer_addresses(store: dist.Store, rank: int, world: int) -> dict[int, str]:
+    """Every other rank's published address (each rank publishes right after the rendezvous)."""
+    keys = {r: _ADDRESS_KEY.format(rank=r) for r in range(world) if r != rank}
+    try:
+        store.wait(list(keys.values()))
+        return {r: store.get(key).decode() for r, key in keys.items()}
+    except RuntimeError as err:
+        raise GroupConnectError(
+            f"rank {rank} of {world}: the peers' addresses never arrived: {_reason(err)}"
+        ) from None
 
 
 def _reason(err: Exception) -> str:

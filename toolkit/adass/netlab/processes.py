@@ -49,7 +49,9 @@ def _wait_ready(entries: list[Process], timeout_s: float) -> None:
                 raise LabError(f"{entry.role} on host {entry.host} exited: {last.strip()} (log: {entry.log})")
         if waiting and time.monotonic() > deadline:
             names = ", ".join(f"{e.role} on host {e.host}" for e in waiting)
-            raise LabError(f"{names} not ready within {timeout_s:g} s (logs in {Path(waiting[0].log).parent})")
+            raise LabError(
+                f"{names} not ready within {timeout_s:g} s (logs in {Path(waiting[0].log).parent})"
+            )
         time.sleep(0.2)
 
 

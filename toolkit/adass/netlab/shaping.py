@@ -25,7 +25,9 @@ def parse_rate(text: str) -> float:
     try:
         return Link.parse(f"{text},0s").bandwidth_bps
     except SpecError:
-        raise LabError(f"--rate: {text!r} is not allowed; expected a bandwidth such as 1gbit or 100mbit") from None
+        raise LabError(
+            f"--rate: {text!r} is not allowed; expected a bandwidth such as 1gbit or 100mbit"
+        ) from None
 
 
 def burst_bytes(rate_bps: float) -> int:

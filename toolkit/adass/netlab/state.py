@@ -91,7 +91,9 @@ class LabState:
 
     def host(self, index: int) -> Host:
         if not 0 <= index < len(self.hosts):
-            raise LabError(f"--host: {index} is not allowed; lab {self.name} has hosts 0..{len(self.hosts) - 1}")
+            raise LabError(
+                f"--host: {index} is not allowed; lab {self.name} has hosts 0..{len(self.hosts) - 1}"
+            )
         return self.hosts[index]
 
 
