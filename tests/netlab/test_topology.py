@@ -56,7 +56,7 @@ def test_up_builds_hosts_on_a_bridge_and_down_removes_everything(tmp_path, need_
         down = netlab("down", "--name", name, *state)
     assert down.returncode == 0, down.stderr
     assert not made & namespaces()
-    assert not list(tmp_path.glob("*.json"))
+    assert not list(tmp_path.iterdir())  # state file and logs are gone too
 
 
 def test_without_iproute2_the_lab_says_so_in_one_line(tmp_path) -> None:
@@ -69,3 +69,6 @@ def test_without_iproute2_the_lab_says_so_in_one_line(tmp_path) -> None:
 def test_down_of_an_unknown_lab_is_one_line(tmp_path, need_lab) -> None:
     done = netlab("down", "--name", "nosuchlab", "--state-dir", str(tmp_path))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "nosuchlab" in done.stderr
+    bad = netlab("up", "--name", "Bad Name", "--state-dir", str(tmp_path))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--name: 'Bad Name'" in bad.stderr
+    assert not list(tmp_path.iterdir())

@@ -65,7 +65,7 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
         raise LabError(f"lab {state.name} already runs a cluster at {state.scheduler}; run down and up again")
     if workers < 1:
         raise LabError(f"--workers: {workers} is not allowed; expected an integer >= 1")
-    logs = Path(state.path).with_suffix(".logs")
+    logs = state.logs_dir
     logs.mkdir(parents=True, exist_ok=True)
     address = f"tcp://{state.host(scheduler_host).address}:{SCHEDULER_PORT}"
     state.scheduler = address

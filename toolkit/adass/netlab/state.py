@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -86,7 +87,14 @@ class LabState:
         processes = [Process(**p) for p in raw.pop("processes")]
         return cls(**raw, hosts=hosts, processes=processes, path=str(path))
 
+    @property
+    def logs_dir(self) -> Path:
+        """Where the lab's processes write their logs (removed with the lab)."""
+        return Path(self.path).with_suffix(".logs")
+
     def remove(self) -> None:
+        """Delete the state file and the logs."""
+        shutil.rmtree(self.logs_dir, ignore_errors=True)
         Path(self.path).unlink(missing_ok=True)
 
     def host(self, index: int) -> Host:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import signal
 
 from .shaping import shape
@@ -21,10 +22,15 @@ __all__ = ["MAX_HOSTS", "build", "destroy", "plan", "present"]
 MAX_HOSTS = 250
 BRIDGE = "br0"
 DEVICE = "eth0"
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,23}")
 
 
 def plan(name: str, hosts: int, subnet: str, rate_bps: float, path: str) -> LabState:
     """The lab's names and addresses, before anything exists."""
+    if not _NAME.fullmatch(name):
+        raise LabError(
+            f"--name: {name!r} is not allowed; expected 1-24 of a-z, 0-9 and '-', starting with a letter or digit"
+        )
     if not 1 <= hosts <= MAX_HOSTS:
         raise LabError(f"--hosts: {hosts} is not allowed; expected an integer in [1, {MAX_HOSTS}]")
     net = ipaddress.ip_network(subnet)
