@@ -39,6 +39,11 @@ def lab_up(hosts: int, rate: str, name: str | None = None, state_dir: Path | Non
     if path.exists():
         raise LabError(f"--name: lab {name!r} is up already (state {path}); take it down first")
     state = plan(name, hosts, subnet_for(name), rate_bps, str(path))
+    taken = present(state)
+    if taken:  # another state folder's lab of the same name: never build over (or tear down) it
+        raise LabError(
+            f"--name: namespaces of a lab {name!r} exist already ({', '.join(taken)}); choose another name"
+        )
     state.save()
     try:
         build(state, queue_ms)
