@@ -1,5 +1,6 @@
 """The Dask runtime: connect to a cluster, Replica and Server actors, process groups, live events."""
 
+from .bootstrap import GroupConnectError
 from .connect import ClusterHandle, connect
 from .events import EventRelay, RunStore, topic_for
 from .runner import DistributedResult, read_checkpoint_state, server_count, train_distributed
@@ -8,6 +9,7 @@ __all__ = [
     "ClusterHandle",
     "DistributedResult",
     "EventRelay",
+    "GroupConnectError",
     "RunStore",
     "connect",
     "read_checkpoint_state",

@@ -1,0 +1,50 @@
+"""Lab helpers for tests: a lab per test (or module), always taken down; skipped without root/iproute2, failed under CI=true."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adass.netlab import LabError, LabState, lab_down, lab_up, require_tools
+from adass.netlab.system import sh
+
+
+def lab_unavailable(reason: str) -> None:
+    """CI runs as root and must exercise the lab; elsewhere a missing lab is a skip."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the network lab is needed under CI=true: {reason}")
+    pytest.skip(f"no network lab here: {reason}")
+
+
+def lab_name() -> str:
+    """Unique per process and call, so parallel runs never share namespaces."""
+    return f"t{os.getpid() % 100_000}{secrets.token_hex(2)}"
+
+
+def namespaces() -> set[str]:
+    return {
+        line.split()[0]
+        for line in sh(["ip", "netns", "list"], check=False).stdout.splitlines()
+        if line.strip()
+    }
+
+
+@contextlib.contextmanager
+def lab(state_dir: Path, hosts: int, rate: str) -> Iterator[LabState]:
+    """Build a lab; whatever happens in the body, take it down and check nothing of it is left."""
+    try:
+        require_tools()
+        state = lab_up(hosts, rate, lab_name(), state_dir)
+    except LabError as err:
+        lab_unavailable(str(err))
+    try:
+        yield state
+    finally:
+        lab_down(state)
+        left = {state.switch, *(h.netns for h in state.hosts)} & namespaces()
+        assert not left, f"namespaces left behind: {left}"

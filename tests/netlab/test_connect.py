@@ -1,0 +1,39 @@
+"""A rank that cannot reach its peers fails with one line naming the ranks and the addresses tried."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from lab_cases import lab
+
+pytestmark = pytest.mark.netlab
+
+JOIN = """
+import sys
+from adass.cluster.bootstrap import GroupConnectError, init_group
+master, rank, host = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+try:
+    init_group(master, 29511, rank, 2, 5.0, host=host, bind="lo")
+    print("joined")
+except GroupConnectError as err:
+    print(err)
+"""
+
+
+def test_ranks_bound_to_loopback_on_different_hosts_fail_in_one_line(tmp_path) -> None:
+    # binding loopback on every host is what gloo did by itself where host names resolve to 127.0.0.1
+    with lab(tmp_path, hosts=2, rate="1gbit") as state:
+        master = state.hosts[0].address
+        ranks = [
+            subprocess.Popen(["ip", "netns", "exec", h.netns, sys.executable, "-c", JOIN, master, str(h.index), h.address],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            for h in state.hosts
+        ]  # fmt: skip
+        outputs = [r.communicate(timeout=300)[0].strip() for r in ranks]
+    for rank, text in enumerate(outputs):
+        other = 1 - rank
+        assert text.count("\n") == 0, text
+        assert text.startswith(f"rank {rank} of 2 (at 127.0.0.1 on lo) could not connect its process group")
+        assert f"to rank {other} at 127.0.0.1 on lo" in text

@@ -1,0 +1,84 @@
+"""Namespaces on a bridge: one namespace per host, and a switch namespace that holds the bridge.
+
+Host i has ``eth0`` with ``10.77.X.(i+1)/24``; its veth peer ``p<i>`` is a port of ``br0`` in the
+switch namespace. Everything is created inside the lab's namespaces (``ip -n``), so the root
+namespace gains no device, address or route, and lab traffic can reach nothing outside the lab.
+Both ends of every veth are shaped, so each host has a full-duplex link of the lab's rate.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import signal
+
+from .shaping import shape
+from .state import Host, LabState
+from .system import LabError, sh
+
+__all__ = ["MAX_HOSTS", "build", "destroy", "plan", "present"]
+
+MAX_HOSTS = 250
+BRIDGE = "br0"
+DEVICE = "eth0"
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,23}")
+
+
+def plan(name: str, hosts: int, subnet: str, rate_bps: float, path: str) -> LabState:
+    """The lab's names and addresses, before anything exists."""
+    if not _NAME.fullmatch(name):
+        raise LabError(
+            f"--name: {name!r} is not allowed; expected 1-24 of a-z, 0-9 and '-', starting with a letter or digit"
+        )
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise LabError(f"--hosts: {hosts} is not allowed; expected an integer in [1, {MAX_HOSTS}]")
+    net = ipaddress.ip_network(subnet)
+    prefix = f"adass-{name}"
+    members = [Host(i, f"{prefix}-h{i}", str(net[i + 1]), f"p{i}") for i in range(hosts)]
+    return LabState(name, f"{prefix}-sw", subnet, rate_bps, members, path=path)
+
+
+def build(state: LabState, queue_ms: float = 20.0) -> None:
+    """Create the switch, the hosts, their links and shaping (the state file must already be saved)."""
+    sw, prefix_len = state.switch, state.subnet.split("/")[1]
+    sh(["ip", "netns", "add", sw])
+    sh(["ip", "-n", sw, "link", "add", BRIDGE, "type", "bridge"])
+    sh(["ip", "-n", sw, "link", "set", BRIDGE, "up"])
+    for host in state.hosts:
+        ns = host.netns
+        sh(["ip", "netns", "add", ns])
+        sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        sh(["ip", "-n", ns, "link", "add", DEVICE, "type", "veth", "peer", "name", host.port, "netns", sw])
+        sh(["ip", "-n", sw, "link", "set", host.port, "master", BRIDGE, "up"])
+        sh(["ip", "-n", ns, "addr", "add", f"{host.address}/{prefix_len}", "dev", DEVICE])
+        sh(["ip", "-n", ns, "link", "set", DEVICE, "up"])
+        shape(ns, DEVICE, state.rate_bps, queue_ms)  # the host's upload
+        shape(sw, host.port, state.rate_bps, queue_ms)  # its download
+
+
+def present(state: LabState) -> list[str]:
+    """The lab's namespaces that exist right now."""
+    listed = sh(["ip", "netns", "list"], check=False).stdout.split("\n")
+    names = {line.split()[0] for line in listed if line.strip()}
+    return [ns for ns in [state.switch, *(h.netns for h in state.hosts)] if ns in names]
+
+
+def destroy(state: LabState) -> list[str]:
+    """Delete the lab's namespaces, ending first any process still inside them; return what failed.
+
+    Those processes were started into namespaces that only this lab knows by name (its scheduler and
+    workers, or commands given to ``netlab run``), so ending them ends only the lab's own work.
+    """
+    failed = []
+    for ns in present(state):
+        pids = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        done = sh(["ip", "netns", "del", ns], check=False)
+        if done.returncode != 0:
+            failed.append(f"{ns}: {' '.join(done.stderr.split())}")
+    return failed
