@@ -135,3 +135,12 @@ def test_compare_refuses_exchanges_without_workers(tmp_path, capsys):
     code = main(["compare", *TINY, "--samplers", "full", "--codecs", "fp16", "--out", str(tmp_path / "x")])
     assert code == 2 and "--workers" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_bind_that_names_nothing_on_the_workers_fails_in_one_line(tmp_path, capsys):
+    out = tmp_path / "bound"
+    code = main(["train", *TINY, "--workers", "2", "--epochs", "1", "--bind", "nosuchif0", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("adass train: error: --bind: 'nosuchif0' is not allowed; expected an interface")
+    assert "Traceback" not in "\n".join(err)

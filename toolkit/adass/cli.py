@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     _add_options(p_dash, DashboardOptions)
     _add_options(p_dash, ClusterSection, only=("scheduler",))
+    from .netlab import add_netlab_parser
+
+    add_netlab_parser(sub)
     return parser
 
 
@@ -170,6 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .allocator import keep_freed_memory
 
     keep_freed_memory()
+    if args.command == "netlab":
+        from .netlab import run_netlab
+
+        return run_netlab(args)
+    from .cluster.bootstrap import GroupConnectError
+
     try:
         if args.command == "train":
             opts = _checked(TrainOptions, args)
@@ -196,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick)
-    except SpecError as err:
+    except (SpecError, GroupConnectError) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
 

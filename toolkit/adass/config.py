@@ -81,6 +81,7 @@ class ClusterSection(param.Parameterized):
     workers = param.Integer(0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)")
     scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
+    bind = param.String("", doc="interface or address each worker's process group binds (e.g. eth0); empty: the one holding the worker's own Dask address")
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {
@@ -211,7 +212,7 @@ class RunConfig:
             raise SpecError(f"--exchange/--codec: {err}") from None
         if self.cluster.workers == 0:
             flat = self.flat()
-            for option, default in {"codec": "fp32", "link": "", "scheduler": ""}.items():
+            for option, default in {"codec": "fp32", "link": "", "scheduler": "", "bind": ""}.items():
                 value = flat[option]
                 if value != default:
                     raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")

@@ -49,7 +49,7 @@ class _Member:
         return free_port(self.host())
 
     def _join(self, master: str, port: int, timeout_s: float) -> None:
-        init_group(master, port, self.rank, self.world, timeout_s, host=self.host())
+        init_group(master, port, self.rank, self.world, timeout_s, host=self.host(), bind=self.config.cluster.bind or None)
         # every rank takes part in creating the replicas' group, members or not
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
         link = self.config.exchange.link or None

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..registry import SpecError
+
 __all__ = ["GLOO_IFNAME_ENV", "Binding", "apply_binding", "choose_binding", "interface_holding"]
 
 GLOO_IFNAME_ENV = "GLOO_SOCKET_IFNAME"
@@ -75,7 +77,7 @@ def choose_binding(host: str | None, bind: str | None = None) -> Binding | None:
 
     Raises
     ------
-    ValueError
+    SpecError
         ``bind`` names neither an interface nor an address of this machine (one line).
     """
     if bind:
@@ -86,8 +88,8 @@ def choose_binding(host: str | None, bind: str | None = None) -> Binding | None:
         found = interface_holding(bind)
         if found is None:
             names = "|".join(sorted(interfaces))
-            raise ValueError(
-                f"bind: {bind!r} is not allowed; expected an interface ({names}) or one of its addresses"
+            raise SpecError(
+                f"--bind: {bind!r} is not allowed; expected an interface ({names}) or one of its addresses"
             )
         return found
     return interface_holding(host) if host else None

@@ -63,7 +63,7 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
     ------
     GroupConnectError
         The rendezvous or the connections to the peers failed (one line).
-    ValueError
+    SpecError
         ``bind`` names nothing on this machine (one line).
     """
     if dist.is_initialized():

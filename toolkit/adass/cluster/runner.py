@@ -72,7 +72,9 @@ class _Run:
         self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
         first = self.actors[0]
         master, port = first.host().result(), first.free_port().result()
-        _wait([m.setup(master, port, self.timeout_s) for m in members], self.timeout_s)
+        # the ranks' own connect timeout must fire first: its one-line GroupConnectError names the
+        # ranks and addresses, where the client's own timeout could only say that setup took too long
+        _wait([m.setup(master, port, self.timeout_s) for m in members], self.timeout_s + 30)
 
     def epoch(self, epoch: int) -> tuple[list[dict], list[dict], float]:
         start = time.perf_counter()
