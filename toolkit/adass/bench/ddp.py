@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.distributed as dist
+from distributed import get_worker
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
@@ -87,7 +88,8 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
     keep_freed_memory()  # and the same allocator setting
     run = RunConfig.from_dict(config)
     o = run.optim
-    init_group(master, port, rank, world, timeout_s)
+    host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]  # bind where this Dask worker lives
+    init_group(master, port, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
     try:
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
         engine = Engine(state, TorchAgreement())
