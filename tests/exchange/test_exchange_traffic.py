@@ -9,8 +9,8 @@ from exchange_cases import grads
 
 from adass.codecs import Payload
 from adass.exchange import InProcTransport, Link, RingExchange, simulate
-from adass.exchange import inproc as inproc_module
 from adass.exchange.transport import Transfer
+from adass.exchange.transport import inproc as inproc_module
 from adass.metrics import TrafficRecord, columns
 
 

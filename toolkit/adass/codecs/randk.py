@@ -10,7 +10,7 @@ multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kep
 Wire layout: ``values`` float32 ``(k,)``. Header (12 bytes): numel, step and chunk as uint32; the
 receiver re-derives the indices from them and the run seed, which every worker knows. Inside a
 ring, where both sides know which chunk a transfer carries, the values travel alone
-(``exchange.strategies.SparseAdd``).
+(``exchange.ring``).
 """
 
 from __future__ import annotations

@@ -15,9 +15,7 @@ from ..codecs import Codec, make_codec
 from ..codecs.base import ChunkKey
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
-from .clock import CodecClock
-from .link import Link
-from .timing import stage_seconds
+from .link import CodecClock, Link, stage_seconds
 from .transport import Transfer, Transport
 
 __all__ = ["EXCHANGES", "Exchange", "check", "make_exchange", "output_buffer"]

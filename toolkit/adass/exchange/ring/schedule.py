@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from ..codecs import Codec, ErrorFeedback, StackCodec
-from ..codecs.base import Payload
-from ..registry import Param
-from .base import EXCHANGES, Exchange, output_buffer, require
-from .chunking import ChunkLayout, Piece
-from .counts import grid_count, require_positive, split_count, with_count
-from .layouts import LayoutMemory
-from .strategies import DenseAdd, DirectAdd, Policy, Requantize, SharedScale, SparseAdd, Weighting, ring_plan
-from .transport import RecvHandle, SendHandle, Transport
+from ...codecs import Codec, ErrorFeedback, StackCodec
+from ...codecs.base import Payload
+from ...registry import Param
+from ..base import EXCHANGES, Exchange, output_buffer, require
+from ..chunking import ChunkLayout, Piece
+from ..counts import grid_count, require_positive, split_count, with_count
+from ..transport import RecvHandle, SendHandle, Transport
+from ..transport.layouts import LayoutMemory
+from .reducer import DenseAdd, DirectAdd, Policy, Requantize, SharedScale, SparseAdd, Weighting, ring_plan
 
 __all__ = ["RingExchange"]
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..codecs.base import Payload
-from .link import Link, parse_link
-from .transport import RecvHandle, SendHandle, Transfer, Transport
+from ...codecs.base import Payload
+from ..link import Link, parse_link
+from .base import RecvHandle, SendHandle, Transfer, Transport
 
 __all__ = ["MAX_WORLD", "InProcHub", "InProcTransport"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..codecs.base import Payload
-from ..metrics import TrafficRecord
-from .link import Link, LinkClock
+from ...codecs.base import Payload
+from ...metrics import TrafficRecord
+from ..link import Link, LinkClock
 
 __all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport"]
 

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 
 import torch
 
-from ..codecs.base import Payload
+from ...codecs.base import Payload
 from . import framing
 
 __all__ = ["LayoutMemory", "template"]

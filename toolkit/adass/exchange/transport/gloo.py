@@ -13,10 +13,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..codecs.base import Payload
+from ...codecs.base import Payload
+from ..link import Link, parse_link
 from . import framing
-from .link import Link, parse_link
-from .transport import RecvHandle, SendHandle, Transfer, Transport
+from .base import RecvHandle, SendHandle, Transfer, Transport
 
 __all__ = ["GlooTransport"]
 

@@ -3,7 +3,7 @@ values in place, add payloads directly, add integer codes under a shared scale, 
 decode-add-re-encode (requantize) at every hop.
 
 A policy says what a rank sends first, what it forwards after adding its own share at a hop, and
-what the chunk's owner makes of the full sum; the ring schedule (``ring.py``) does the moving.
+what the chunk's owner makes of the full sum; the ring schedule (``schedule.py``) does the moving.
 Sample counts travel inside the same payloads (``counts.py``): each rank adds its count to the
 partial sum it forwards, so the owner of a chunk ends with the step's total and no separate round
 of counts is needed.
@@ -19,12 +19,12 @@ from functools import cached_property
 
 import torch
 
-from ..codecs import Codec, ErrorFeedback, StackCodec
-from ..codecs.base import ChunkKey, Payload
-from ..codecs.randk import RandomK
-from .bare import BareLayout
-from .chunking import Piece
-from .counts import TAIL, read_tail, split_count, with_count, write_tail
+from ...codecs import Codec, ErrorFeedback, StackCodec
+from ...codecs.base import ChunkKey, Payload
+from ...codecs.randk import RandomK
+from ..chunking import Piece
+from ..counts import TAIL, read_tail, split_count, with_count, write_tail
+from ..transport.bare import BareLayout
 
 __all__ = [
     "CodecPolicy",
