@@ -257,9 +257,8 @@ class ReplicaEngine:
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "sampler": self.sampler.state_dict(), "counters": asdict(self.counters), "step": self.step,
         }  # fmt: skip
-        memory = getattr(self.exchange.codec, "memory", None) if self.exchange is not None else None
-        if memory is not None:
-            state["memory"] = memory.state_dict()
+        if self.exchange is not None:
+            state["exchange"] = self.exchange.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -267,7 +266,6 @@ class ReplicaEngine:
         self.optimizer.load_state_dict(state["optimizer"])
         self.sampler.load_state_dict(state["sampler"])
         self.counters, self.step = Counters(**state["counters"]), int(state["step"])
-        memory = getattr(self.exchange.codec, "memory", None) if self.exchange is not None else None
-        if memory is not None and "memory" in state:
-            memory.load_state_dict(state["memory"])
+        if self.exchange is not None:
+            self.exchange.load_state_dict(state.get("exchange", state))  # (older checkpoints: "memory" on top)
 
