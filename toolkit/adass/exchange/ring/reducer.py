@@ -30,9 +30,10 @@ from ..transport.bare import BareLayout
 if TYPE_CHECKING:
     from .schedule import RingExchange
 
-__all__ = ["CodecReducer", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
+__all__ = ["FINAL_HOP", "CodecReducer", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
 
 KeyFn = Callable[[int, int], ChunkKey]  # (piece id, hop) -> codec key of this rank
+FINAL_HOP = 1 << 16  # the hop in the key of an owner's final encoding: draws of its own
 
 
 @dataclass(frozen=True)

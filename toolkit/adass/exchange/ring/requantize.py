@@ -9,7 +9,7 @@ import torch
 from ...codecs import Codec
 from ...codecs.base import Payload
 from ..chunking import Piece
-from .reducer import CodecReducer, Context, Weighting
+from .reducer import FINAL_HOP, CodecReducer, Context, Weighting
 
 __all__ = ["Requantize"]
 
@@ -78,7 +78,7 @@ class Requantize(CodecReducer):
             total.add_(self.x[piece.lo : piece.hi], alpha=self.w.weight)
         else:
             total += self._share(piece)
-        hop = hop if hop >= 0 else 1 << 16  # the owner's final encoding gets its own draws
+        hop = hop if hop >= 0 else FINAL_HOP
         return self.values_codec.encode(total, self.key(piece.pid, hop))
 
     def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
