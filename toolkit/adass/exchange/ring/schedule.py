@@ -4,7 +4,9 @@ Rank ``r`` owns chunk ``r``: at reduce-scatter hop ``s`` it sends chunk ``r-s-1`
 receives chunk ``r-s-2`` from ``r-1``; at all-gather hop ``s`` it forwards chunk ``r-s``. The owner's
 final payload is what every rank decodes, so all ranks end with bit-identical results. Sample counts
 travel inside the reduce-scatter payloads and the owner scales its sum to their total, so a weighted
-mean costs no round of its own; a shared scale is agreed in one round before the first hop.
+mean costs no round of its own; a shared scale is agreed in one round before the first hop. What
+each hop computes is the reducer's (``reducer.py``), chosen by the codec's capabilities
+(``table.py``); ``plain.py`` is the same ring without the speed.
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ class RingExchange(Exchange):
         0 takes ``transport.segment_bytes`` (whole chunks in process, 64 MiB over gloo).
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
+
+    Attributes
+    ----------
+    reducer : Row
+        The row of ``table.REDUCERS`` chosen for the codec and strategy (``reducer.name``: dense,
+        sparse, direct, shared_scale, requantize or allgather); it builds each step's reducer.
 
     Notes
     -----
