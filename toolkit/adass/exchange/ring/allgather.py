@@ -35,15 +35,23 @@ class AllGather(Reducer):
         counts = {r: self.w.count}
         if world > 1:
             right, left = (r + 1) % world, (r - 1) % world
-            like = mine if self.codec.fixed_size else [None] * len(pieces)
-            pending = [(s, (r - s - 1) % world, i, t.irecv(left, like=like[i]))
-                       for s in range(world - 1) for i in range(len(pieces))]  # fmt: skip
+            pending = [(s, (r - s - 1) % world, i, t.irecv(left, repeat=ring.repeat(_AG, s, p.pid)))
+                       for s in range(world - 1) for i, p in enumerate(pieces)]  # fmt: skip
             sends = [t.isend(right, with_count(pl, self.w.count) if self.counted else pl,
-                             ring.meta(_AG, 0, p.chunk)) for p, pl in zip(pieces, mine, strict=True)]  # fmt: skip
+                             ring.meta(_AG, 0, p.chunk), repeat=ring.repeat(_AG, 0, p.pid))
+                     for p, pl in zip(pieces, mine, strict=True)]  # fmt: skip
             for s, origin, i, handle in pending:
                 received = handle.wait()
                 if s < world - 2:
-                    sends.append(t.isend(right, received, ring.meta(_AG, s + 1, pieces[i].chunk)))
+                    p = pieces[i]
+                    sends.append(
+                        t.isend(
+                            right,
+                            received,
+                            ring.meta(_AG, s + 1, p.chunk),
+                            repeat=ring.repeat(_AG, s + 1, p.pid),
+                        )
+                    )
                 if self.counted:
                     received, counts[origin] = split_count(received)
                 got.setdefault(origin, []).append(received)

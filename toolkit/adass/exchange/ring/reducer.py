@@ -172,7 +172,7 @@ class PieceReducer(Reducer):
 
     def reduce_buffer(self, piece: Piece) -> torch.Tensor:
         """For an ``agreed`` reducer: the contiguous tensor a partial sum of ``piece`` is received
-        into, posted early. (Other reducers' framed payloads are posted with the layouts the ring
+        into, posted early. (Other reducers' framed payloads are posted with the layouts the transport
         remembers from earlier steps.)"""
         raise NotImplementedError(f"{type(self).__name__} payloads are framed")
 

@@ -20,7 +20,6 @@ from ..base import EXCHANGES, Exchange, output_buffer, require
 from ..chunking import ChunkLayout, Piece
 from ..counts import grid_count, require_positive
 from ..transport import RecvHandle, SendHandle, Transfer, Transport
-from ..transport.layouts import LayoutMemory
 from .reducer import Context, PieceReducer, Reducer, Weighting
 from .table import choose
 
@@ -81,7 +80,7 @@ class RingExchange(Exchange):
         self.segment = max(1, int(seg_bytes / per_value)) if seg_bytes and per_value > 0 else None
         self._buffer: torch.Tensor | None = None
         self._hint = float(transport.world)  # the total the first weighted step assumes
-        self._layouts = LayoutMemory(enabled=self.codec.fixed_size)
+        self._n = 0  # the length of this step's gradient
 
     @classmethod
     def check(cls, codec: Codec, strategy: str = "requantize", segment_kb: int = 0) -> None:
@@ -114,7 +113,7 @@ class RingExchange(Exchange):
         out = output_buffer(out, x.numel())
         weighting = self._weighting(count)
         layout = ChunkLayout(x.numel(), self.transport.world, self.segment)
-        self._layouts.start(x.numel())
+        self._n = x.numel()
         pieces = layout.all_pieces()
         reducer = self.reducer.build(self._context(), x, weighting, pieces)
         self._agree(reducer, pieces)
@@ -150,6 +149,11 @@ class RingExchange(Exchange):
         if self._buffer is None or self._buffer.numel() != size:
             self._buffer = torch.empty(size, dtype=torch.float32)
         return self._buffer
+
+    def repeat(self, phase: str, hop: int, pid: int) -> tuple | None:
+        """The name of a framed transfer that recurs every step with one layout (the payloads of a
+        fixed-size codec, for one gradient length), or None."""
+        return (phase, hop, pid, self._n) if self.codec.fixed_size else None
 
     def meta(self, phase: str, hop: int, chunk: int) -> Transfer:
         """What travels with a transfer of ``chunk`` at ``hop`` of ``phase`` this step."""
@@ -214,7 +218,7 @@ class RingExchange(Exchange):
             if last and not sends_first:
                 gathers = self._post_all_gather(layout, reducer, out)
             for p, handle in pending[s]:
-                received = self._arrived(reducer, _RS, s, p, handle)
+                received = handle.wait()
                 with clock.encoding:
                     sent = reducer.finish(p, received, out) if last else reducer.combine(p, received, s + 1)
                 sends.append(
@@ -228,7 +232,7 @@ class RingExchange(Exchange):
             for p, final in finals:
                 reducer.place(p, final, out)
         for g, p, handle in gathers:
-            received = self._arrived(reducer, _AG, g, p, handle)
+            received = handle.wait()
             if g < world - 2:
                 sends.append(self._send(reducer, received, _AG, g + 1, p))
             with clock.decoding:
@@ -259,26 +263,15 @@ class RingExchange(Exchange):
         meta = self._meta(phase, hop, piece.chunk)
         if reducer.agreed:
             return self.transport.isend_values(right, payload.tensors["values"], payload.numel, meta)
-        joined = self._layouts.joined((phase, hop, piece.pid), payload)
-        return self.transport.isend(right, payload, meta, joined=joined)
+        return self.transport.isend(right, payload, meta, repeat=self.repeat(phase, hop, piece.pid))
 
     def _post(
         self, reducer: PieceReducer, phase: str, hop: int, piece: Piece, out: torch.Tensor
     ) -> RecvHandle:
-        """Post the receive of ``piece`` at ``hop`` of ``phase``, with its layout where known."""
+        """Post the receive of ``piece`` at ``hop`` of ``phase``."""
         left = (self.rank - 1) % self.transport.world
         if reducer.agreed:  # (in process the buffer goes unused: payloads arrive by reference)
             into = reducer.reduce_buffer(piece) if phase == _RS else reducer.gather_buffer(piece, out)
             meta = self._meta(phase, hop, piece.chunk)
             return self.transport.irecv_values(left, into, reducer.wire_numel(piece), meta)
-        like = self._layouts.expected((phase, hop, piece.pid))
-        return self.transport.irecv(left, like=like, joined=like is not None)
-
-    def _arrived(
-        self, reducer: PieceReducer, phase: str, hop: int, piece: Piece, handle: RecvHandle
-    ) -> Payload:
-        """Wait for a receive; remember the layout of a framed payload."""
-        received = handle.wait()
-        if not reducer.agreed:
-            self._layouts.received((phase, hop, piece.pid), received)
-        return received
+        return self.transport.irecv(left, repeat=self.repeat(phase, hop, piece.pid))
