@@ -1,9 +1,10 @@
 """Transport over torch.distributed point-to-point (gloo) between real processes, framed by
 ``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. A payload
 is at most a head and one body message, or one message of both for a repeating transfer whose
-layout both sides have seen (``layouts.py``); transfers both sides agree on (``isend_values``) travel as the bare tensor. On a
-throttled transport a bare tensor is preceded by a 16-byte stamp (send and release times, on a
-fourth tag), so the receiver paces it from when it was sent, as it does framed payloads.
+layout both sides have seen (``layouts.py``); transfers both sides agree on (``isend_values``)
+travel as the bare tensor. On a throttled transport a bare tensor is preceded by a 16-byte stamp
+(send and release times, on a fourth tag), so the receiver paces it from when it was sent, as it
+does framed payloads.
 """
 
 from __future__ import annotations
@@ -34,15 +35,20 @@ class _Sent(SendHandle):
 
 
 class _Recv(RecvHandle):
-    def __init__(self, transport: GlooTransport, src: int, like: Payload | None, remember: Hashable | None) -> None:
+    """A receive of a framed payload; with ``like`` (the layout of a repeating transfer, seen
+    before) head and body arrive as one message, posted at once. ``remember``: the transfer's key
+    in the transport's layouts, noted on arrival."""
+
+    def __init__(
+        self, transport: GlooTransport, src: int, like: Payload | None, remember: Hashable | None
+    ) -> None:
         super().__init__(transport._queue(src))
         self.transport, self.src, self.remember = transport, src, remember
-        joined = like is not None  # a layout seen before: the sender sends head and body as one
         self.head = self.head_work = None
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
-        if joined:  # head and body in one message, on the body tag
+        if self.layout is not None:  # head and body in one message, on the body tag
             sizes = framing.body_sizes(self.layout)
             message = torch.empty(framing.HEAD_BYTES + sum(sizes), dtype=torch.uint8)
             self.head, self.bodies = (
@@ -53,8 +59,6 @@ class _Recv(RecvHandle):
             return
         self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
         self.head_work = transport._post_recv(self.head, src, transport.tag_head)
-        if self.layout is not None:  # the layout is known: post the body buffers now
-            self._post_bodies(framing.alloc_bodies(self.layout))
 
     def _post_bodies(self, buffers: list[torch.Tensor]) -> None:
         t = self.transport
