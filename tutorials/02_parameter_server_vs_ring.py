@@ -27,7 +27,9 @@
 # leave it unset for the full sizes.
 
 # %%
+import inspect
 import os
+import threading
 
 import holoviews as hv
 import pandas as pd
@@ -36,7 +38,8 @@ import torch
 from adass import viz
 from adass.cluster import connect, train_distributed
 from adass.config import RunConfig
-from adass.exchange import EXCHANGES, Link, simulate
+from adass.exchange import EXCHANGES, InProcHub, Link, simulate
+from adass.exchange.ring.plain import PlainRing
 from adass.metrics import StepRecord, TrafficRecord
 from adass.models import build_model
 
@@ -89,6 +92,47 @@ print(f"N = {N:,} values = {4 * N / 1e3:.0f} kB per gradient in fp32")
 # The bandwidth term hardly grows with $P$; the latency term does, $2(P-1)\alpha$, which matters
 # for small messages, many workers or slow links (notebook 05).
 #
+# ## The ring in code
+#
+# `PlainRing` is the ring with nothing but the idea: one chunk per hop, each hop finished before
+# the next, and at every hop *decode* what arrived, *add* this worker's share, *encode* the sum
+# for the next hop. The owner of a chunk encodes its full sum once; the all-gather forwards those
+# bytes unchanged and every worker decodes them, so all workers end with the same bits.
+
+# %%
+print(inspect.getsource(PlainRing.reduce))
+
+# %% [markdown]
+# The ring the toolkit runs (`ring`, `exchange/ring/schedule.py`) moves the same chunks, but posts
+# every receive early, pipelines pieces, does its own work while transfers fly, adds fp32 values
+# in place and carries sample counts inside the payloads. Its reducer for each kind of codec is
+# chosen from the capabilities the codec declares (`exchange/ring/table.py`). Where both do the
+# same arithmetic the results are the same bits: here for fp32 and for 4-bit QSGD, which the fast
+# ring re-quantizes hop by hop with the same random draws.
+
+# %%
+def plain_ring(grads: list[torch.Tensor], codec: str) -> list[torch.Tensor]:
+    """One step of the plain ring, one thread per worker."""
+    hub, outputs = InProcHub(len(grads)), [None] * len(grads)
+
+    def work(rank: int) -> None:
+        outputs[rank] = PlainRing(hub.transport(rank), codec).reduce(grads[rank])
+
+    threads = [threading.Thread(target=work, args=(rank,)) for rank in range(len(grads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outputs
+
+
+small = worker_grads(4)
+for codec in ("fp32", "qsgd:bits=4"):
+    fast = simulate(small, exchange="ring", codec=codec, link=None).outputs
+    same = all(torch.equal(a, b) for a, b in zip(fast, plain_ring(small, codec), strict=True))
+    print(f"{codec:12s} fast ring == plain ring, bit for bit: {same}")
+
+# %% [markdown]
 # ## Bytes on every link
 #
 # One simulated step with $P = 8$, drawn by the dashboard's topology view: arrows are links,

@@ -9,8 +9,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from adass.exchange import InProcHub, make_exchange
-from adass.exchange.gloo import GlooTransport
+from adass.exchange import GlooTransport, InProcHub, make_exchange
 from adass.exchange.transport import Transfer, Transport
 
 CODECS = [

@@ -9,7 +9,7 @@ from exchange_cases import grads
 
 from adass.codecs import ChunkKey, make_codec
 from adass.exchange import simulate
-from adass.exchange.bare import BareLayout
+from adass.exchange.transport.bare import BareLayout
 
 
 @pytest.mark.parametrize("spec", ["qsgd:bits=8", "qsgd:bits=3,bucket=7", "fp16", "ef(qsgd:bits=2)"])

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from adass.codecs import ChunkKey, Payload, make_codec
-from adass.exchange import framing
-from adass.exchange.transport import Transfer
+from adass.exchange.transport import Transfer, framing
 
 
 def _roundtrip(payload: Payload, meta: Transfer) -> tuple[Payload, framing.Frame]:

@@ -9,8 +9,8 @@ from exchange_cases import grads
 
 from adass.codecs import Payload
 from adass.exchange import InProcTransport, Link, RingExchange, simulate
-from adass.exchange import inproc as inproc_module
 from adass.exchange.transport import Transfer
+from adass.exchange.transport import inproc as inproc_module
 from adass.metrics import TrafficRecord, columns
 
 
@@ -19,10 +19,10 @@ class _Spy(InProcTransport):
 
     sent: list[tuple[int, int, str, int, int]] = []
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False):
+    def isend(self, dst: int, payload: Payload, meta: Transfer, repeat=None):
         real = payload.header_bytes + sum(t.numel() * t.element_size() for t in payload.tensors.values())
         _Spy.sent.append((self.rank, dst, meta.phase, meta.hop, real))
-        return super().isend(dst, payload, meta, joined)
+        return super().isend(dst, payload, meta, repeat)
 
 
 @pytest.mark.parametrize("exchange, codec, counts", [

@@ -100,8 +100,7 @@ def loopback_worker(
     """Runs in each spawned process: our ring against ``all_reduce``, then codecs on a throttled link."""
     import torch.distributed as dist
 
-    from ..exchange import make_exchange
-    from ..exchange.gloo import GlooTransport
+    from ..exchange import GlooTransport, make_exchange
 
     rows = []
     ring = make_exchange("ring", GlooTransport(tag_base=0), "fp32")
@@ -140,7 +139,7 @@ def loopback_worker(
 
 def loopback(workers: list[int], sizes_mb: list[float], repeats: int, throttled_repeats: int) -> pd.DataFrame:
     """Part (b): spawned gloo processes on 127.0.0.1, one process group per worker count."""
-    from ..exchange.launch import run_processes
+    from ..launch import run_processes
 
     rows = []
     for p in workers:

@@ -20,8 +20,7 @@ from ..allocator import keep_freed_memory
 from ..config import RunConfig
 from ..data import load_dataset
 from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement
-from ..exchange import make_exchange
-from ..exchange.gloo import GlooTransport
+from ..exchange import GlooTransport, make_exchange
 from ..metrics import atomic_write_bytes
 from .bootstrap import destroy_group, free_port, init_group
 from .events import EventRelay, topic_for

@@ -9,11 +9,17 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-__all__ = ["ChunkKey", "Codec", "Payload", "as_chunk", "generator_for", "seed_for", "stable_seed"]
+if TYPE_CHECKING:
+    from .memory import Memory
+    from .sparse import Sparsifier
+
+__all__ = [
+    "ChunkKey", "Codec", "KeyedValues", "Payload", "as_chunk", "generator_for", "seed_for", "stable_seed",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,27 @@ class Payload:
         return 4 * self.numel
 
 
+@dataclass(frozen=True)
+class KeyedValues:
+    """A codec that keeps coordinates following from the chunk key alone, seen as its two parts.
+
+    Every worker keeps the same coordinates of a chunk, so the kept value vectors of different
+    workers line up and an exchange may reduce them as short dense vectors.
+
+    Attributes
+    ----------
+    selector : Sparsifier
+        Picks the coordinates: ``split(x, key)`` gives the kept values and the rest of the payload,
+        ``k_for(numel)`` their number, ``scatter(values, rest, out)`` writes them back (with any
+        gain of the codec's decode) into ``out`` that holds zeros.
+    values : Codec or None
+        Encodes the ``(k,)`` vector of kept values; None: they travel as float32 as they are.
+    """
+
+    selector: Sparsifier
+    values: Codec | None = None
+
+
 class Codec(ABC):
     """Encode a dense fp32 chunk into a Payload and back.
 
@@ -137,6 +164,10 @@ class Codec(ABC):
         Every payload of a chunk of a given length has the same size (aligned summing possible).
     lossless : bool
         ``decode(encode(x)) == x`` bit for bit.
+    requantizable : bool
+        A partial sum may be decoded, added to and encoded again at each hop of a ring (QSGD, and
+        random-k stacks over it, whose kept values line up). Codecs whose payloads of different
+        workers keep different coordinates (top-k) are not.
     name : str
         The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
 
@@ -160,9 +191,10 @@ class Codec(ABC):
       again with ``replace(key, rank=r, hop=h)`` so each re-encoding rounds independently.
     - not summable (``topk``): forward payloads unchanged (all-gather) and decode each.
 
-    Error feedback (``ef(...)``) keeps the inner codec's capabilities; its ``encode`` compensates
-    and updates its memory, so call it once per step for a worker's own chunk and use
-    ``codec.inner`` for any re-encoding of partial sums.
+    Two methods say more about a codec's structure, so an exchange never looks at its class:
+    ``keyed_values()`` (coordinates that follow from the chunk key, and the codec of the kept
+    values) and ``error_feedback()`` (the codec that travels and the residual memory that an
+    exchange keeps around a worker's own share).
     """
 
     summable: bool = False
@@ -170,6 +202,7 @@ class Codec(ABC):
     can_share_scale: bool = False
     fixed_size: bool = True
     lossless: bool = False
+    requantizable: bool = False
     name: str = "codec"
 
     @abstractmethod
@@ -223,6 +256,17 @@ class Codec(ABC):
         if self.needs_shared_scale:
             return self
         raise TypeError(f"codec {self.name!r} has no shared-scale mode")
+
+    def keyed_values(self) -> KeyedValues | None:
+        """Where this codec keeps coordinates that follow from the chunk key alone (the same on
+        every worker): its selector and the codec of the kept values. None (the default) otherwise."""
+        return None
+
+    def error_feedback(self) -> tuple[Codec, Memory | None]:
+        """The codec whose payloads travel, and the residual memory an exchange keeps around a
+        worker's own share (compensate before encoding it, update after); ``(self, None)`` (the
+        default) for codecs without error feedback."""
+        return self, None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Codec) and type(other) is type(self) and other.name == self.name

@@ -2,9 +2,9 @@
 last encoding of that chunk, so what a lossy codec drops is sent later instead of lost.
 
 The wrapper keeps the inner codec's wire format and capabilities. ``encode`` compensates, encodes
-and updates the memory in one call; that is right for a worker's *own* chunk (a PS push, the first
-encoding in a ring). An exchange that re-encodes partial sums must use ``codec.inner`` for those,
-and an engine may drive ``codec.memory`` and ``codec.inner`` itself instead of calling ``encode``.
+and updates the memory in one call, which is right for a worker's *own* chunk. An exchange takes
+the two apart (``error_feedback()``): it keeps the memory around its own share and moves the inner
+codec's payloads, so partial sums it re-encodes never touch the memory.
 
 The residual stays bounded only for a contractive codec (``||C(x) - x|| < ||x||``): top-k, random-k
 with ``scale=false``, QSGD with enough bits. Unbiased but high-variance codecs (1-bit QSGD, random-k
@@ -41,9 +41,14 @@ class ErrorFeedback(Codec):
         self.can_share_scale = inner.can_share_scale
         self.fixed_size = inner.fixed_size
         self.lossless = inner.lossless
+        self.requantizable = inner.requantizable
 
     def bytes_per_value(self) -> float:
         return self.inner.bytes_per_value()
+
+    def error_feedback(self) -> tuple[Codec, Memory]:
+        """The inner codec (what travels) and the memory, for an exchange to keep apart."""
+        return self.inner, self.memory
 
     def with_shared_scale(self) -> ErrorFeedback:
         """The same memory around the inner codec's shared-scale variant."""

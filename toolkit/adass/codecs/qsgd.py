@@ -103,6 +103,7 @@ class QSGD(Codec):
     fixed_size = True
     lossless = False
     can_share_scale = True
+    requantizable = True
 
     def __init__(self, bits: int = 8, bucket: int = 512, norm: str = "max", shared: bool = False):
         values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared}

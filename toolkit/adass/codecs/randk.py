@@ -10,7 +10,7 @@ multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kep
 Wire layout: ``values`` float32 ``(k,)``. Header (12 bytes): numel, step and chunk as uint32; the
 receiver re-derives the indices from them and the run seed, which every worker knows. Inside a
 ring, where both sides know which chunk a transfer carries, the values travel alone
-(``exchange.strategies.SparseAdd``).
+(``exchange.ring``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import Param
-from .base import ChunkKey, Payload, as_chunk, generator_for
+from .base import ChunkKey, KeyedValues, Payload, as_chunk, generator_for
 from .sampling import IndexCache, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
@@ -100,6 +100,10 @@ class RandomK(Sparsifier):
 
     def bytes_per_value(self) -> float:
         return 4.0 * self.ratio
+
+    def keyed_values(self) -> KeyedValues:
+        """The coordinates follow from the chunk key; the kept values travel as float32."""
+        return KeyedValues(self)
 
     def encode_scaled(self, x: torch.Tensor, key: ChunkKey, weight: float) -> Payload:
         """``encode(x * weight)``, bit for bit, multiplying only the ``k`` kept values."""

@@ -45,6 +45,10 @@ class Sparsifier(Codec):
         """The dense ``(numel,)`` tensor that ``values`` and ``rest`` stand for; with ``out``, it is
         written there (zeros, then the values) instead of into a new tensor."""
 
+    def scatter(self, values: torch.Tensor, rest: Payload, out: torch.Tensor) -> None:
+        """:meth:`expand` into ``out`` that already holds zeros."""
+        self.expand(values, rest, out=out)
+
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:
         """Keep ``k`` values of ``x`` and send them as float32 (``scale`` is not used)."""
         values, rest = self.split(as_chunk(x), key)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import SpecError
-from .base import ChunkKey, Codec, Payload, as_chunk
+from .base import ChunkKey, Codec, KeyedValues, Payload, as_chunk
 from .sparse import Sparsifier
 
 __all__ = ["StackCodec"]
@@ -47,9 +47,14 @@ class StackCodec(Codec):
         self.needs_shared_scale = inner.needs_shared_scale
         self.can_share_scale = outer.summable and inner.can_share_scale
         self.fixed_size = outer.fixed_size and inner.fixed_size
+        self.requantizable = outer.keyed_values() is not None and inner.requantizable
 
     def bytes_per_value(self) -> float:
         return self.outer.ratio * self.inner.bytes_per_value()
+
+    def keyed_values(self) -> KeyedValues | None:
+        """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
+        return None if self.outer.keyed_values() is None else KeyedValues(self.outer, self.inner)  # type: ignore[arg-type]
 
     def with_shared_scale(self) -> StackCodec:
         """The stack with the inner codec in shared-scale mode (summable with random-k)."""

@@ -11,7 +11,7 @@ from .batches import Split, in_order, spread_evenly
 from .live import LiveBatches
 from .loop import Engine, EpochPlan, EpochReport, StepHook
 from .records import epoch_eval, new_totals, write_epoch
-from .replica import ReplicaState, codec_memory, replica_seed
+from .replica import ReplicaState, replica_seed
 from .result import RunResult, Stop, stop_signal
 from .step import (
     Counters,
@@ -43,7 +43,6 @@ __all__ = [
     "Stop",
     "TorchAgreement",
     "backprop_batch",
-    "codec_memory",
     "epoch_eval",
     "evaluate",
     "flat_params",

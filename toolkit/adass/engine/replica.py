@@ -17,17 +17,12 @@ from ..models import build_model, is_linear
 from ..sampling import build_sampler
 from .step import Counters, make_optimizer
 
-__all__ = ["ReplicaState", "codec_memory", "replica_seed"]
+__all__ = ["ReplicaState", "replica_seed"]
 
 
 def replica_seed(seed: int, rank: int) -> int:
     """The seed of replica ``rank``'s sampler (visiting order, random draws)."""
     return stable_seed(seed, "replica", rank) % (2**31)
-
-
-def codec_memory(exchange: Exchange | None) -> Any:
-    """The exchange codec's error-feedback memory (what a checkpoint must keep), or None."""
-    return getattr(exchange.codec, "memory", None) if exchange is not None else None
 
 
 class ReplicaState:
@@ -89,14 +84,13 @@ class ReplicaState:
         return int(self.indices.numel())
 
     def state_dict(self, exchange: Exchange | None = None) -> dict[str, Any]:
-        """Model, optimizer, sampler, counters, step and the codec's error-feedback memory."""
+        """Model, optimizer, sampler, counters, step and the exchange's error-feedback memory."""
         state = {
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "sampler": self.sampler.state_dict(), "counters": asdict(self.counters), "step": self.step,
         }  # fmt: skip
-        memory = codec_memory(exchange)
-        if memory is not None:
-            state["memory"] = memory.state_dict()
+        if exchange is not None:
+            state["exchange"] = exchange.state_dict()  # error-feedback memory lives on the exchange
         return state
 
     def load_state_dict(self, state: dict[str, Any], exchange: Exchange | None = None) -> None:
@@ -104,6 +98,5 @@ class ReplicaState:
         self.optimizer.load_state_dict(state["optimizer"])
         self.sampler.load_state_dict(state["sampler"])
         self.counters, self.step = Counters(**state["counters"]), int(state["step"])
-        memory = codec_memory(exchange)
-        if memory is not None and "memory" in state:
-            memory.load_state_dict(state["memory"])
+        if exchange is not None and "exchange" in state:
+            exchange.load_state_dict(state["exchange"])

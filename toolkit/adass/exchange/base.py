@@ -15,9 +15,7 @@ from ..codecs import Codec, make_codec
 from ..codecs.base import ChunkKey
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
-from .clock import CodecClock
-from .link import Link
-from .timing import stage_seconds
+from .link import CodecClock, Link, stage_seconds
 from .transport import Transfer, Transport
 
 __all__ = ["EXCHANGES", "Exchange", "check", "make_exchange", "output_buffer"]
@@ -43,6 +41,12 @@ class Exchange(ABC):
 
     Attributes
     ----------
+    codec : Codec
+        The codec whose payloads travel (for ``ef(SPEC)``, the codec of ``SPEC``).
+    memory : Memory or None
+        Error feedback around this rank's own share (``ef(SPEC)``): each chunk is compensated with
+        its residual before it is encoded and keeps what the encoding lost; None without. Saved by
+        :meth:`state_dict`.
     step : int
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
@@ -55,7 +59,7 @@ class Exchange(ABC):
         self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0
     ) -> None:
         self.transport = transport
-        self.codec = make_codec(codec) if isinstance(codec, str) else codec
+        self.codec, self.memory = (make_codec(codec) if isinstance(codec, str) else codec).error_feedback()
         self.seed, self.epoch, self.step = seed, epoch, 0
         self.transport.log.run = run
         self.clock = CodecClock()
@@ -82,6 +86,16 @@ class Exchange(ABC):
         Tensor
             float32 ``(n,)`` (``out`` where given), bit-identical on every worker.
         """
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this exchange: the error-feedback residuals (``memory``),
+        as CPU tensors; empty without error feedback."""
+        return {} if self.memory is None else {"memory": self.memory.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` gave (residuals are ignored without error feedback)."""
+        if self.memory is not None and "memory" in state:
+            self.memory.load_state_dict(state["memory"])
 
     @classmethod
     def check(cls, codec: Codec, **params: Any) -> None:

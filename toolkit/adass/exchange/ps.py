@@ -18,6 +18,7 @@ from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, require_positive, split_count, with_count
+from .feedback import encode_own
 from .transport import Transport
 
 __all__ = ["ParameterServer"]
@@ -92,7 +93,7 @@ class ParameterServer(Exchange):
         sends = []
         for s, (lo, hi) in enumerate(layout.chunks):
             with clock.encoding:
-                push = self.codec.encode(x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
+                push = encode_own(self.codec, self.memory, x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
             sends.append(t.isend(self.workers + s, with_count(push, weight), self._meta("push", 0, s)))
         out = output_buffer(out, x.numel())
         for (lo, hi), handle in zip(layout.chunks, pulls, strict=True):

@@ -14,10 +14,8 @@ import torch
 from ..codecs import Codec, make_codec
 from ..registry import SpecError, parse_spec
 from .base import EXCHANGES, Exchange, check
-from .inproc import MAX_WORLD, InProcHub
-from .link import Link, parse_link
-from .timing import stage_seconds, traffic_frame
-from .transport import PHASES
+from .link import Link, parse_link, stage_seconds, traffic_frame
+from .transport import MAX_WORLD, PHASES, InProcHub
 
 __all__ = ["SimulationResult", "simulate"]
 

@@ -9,8 +9,8 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from ..metrics import TrafficRecord, columns
-from .link import Link
+from ...metrics import TrafficRecord, columns
+from .model import Link
 
 __all__ = ["stage_seconds", "traffic_frame"]
 

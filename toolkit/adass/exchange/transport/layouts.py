@@ -1,10 +1,9 @@
-"""What a ring remembers of its framed payloads from step to step: a fixed-size codec gives the
-payload of one (phase, hop, piece) the same layout every step, so from the second step on each
-receive is posted with its buffer ready and head and body travel as one message.
+"""What a transport remembers of the framed payloads of repeating transfers (``repeat=`` of
+``isend``/``irecv``): a transfer that recurs step after step keeps one layout, so from its second
+time on its receive is posted with its buffer ready and head and body travel as one message.
 
 Sender and receiver stay in step without a word: a rank joins head and body for a transfer it has
-sent before (with the same length of gradient), and its right neighbour, which received that
-transfer before, posts a joined receive for it.
+sent before, and its peer, which received that transfer before, posts a joined receive for it.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Hashable
 
 import torch
 
-from ..codecs.base import Payload
+from ...codecs.base import Payload
 from . import framing
 
 __all__ = ["LayoutMemory", "template"]
@@ -28,24 +27,11 @@ def template(payload: Payload) -> Payload:
 
 
 class LayoutMemory:
-    """Layouts of the framed payloads one rank sent and received, by transfer key.
+    """Layouts of the framed payloads one rank sent and received, by transfer key."""
 
-    Parameters
-    ----------
-    enabled : bool
-        Remember anything at all (only for fixed-size codecs, whose layouts repeat).
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self) -> None:
         self._sent: dict[Hashable, framing.Layout] = {}
         self._received: dict[Hashable, Payload] = {}
-        self._n = -1
-
-    def start(self, n: int) -> None:
-        """A new step over ``n`` values: forget everything if ``n`` changed (pieces change with it)."""
-        if n != self._n:
-            self._sent, self._received, self._n = {}, {}, n
 
     def expected(self, key: Hashable) -> Payload | None:
         """The layout a receive of ``key`` will bring (a template), if it came before."""
@@ -53,7 +39,7 @@ class LayoutMemory:
 
     def received(self, key: Hashable, payload: Payload) -> None:
         """Note the layout of a payload received for ``key``."""
-        if self.enabled and key not in self._received:
+        if key not in self._received:
             self._received[key] = template(payload)
 
     def joined(self, key: Hashable, payload: Payload) -> bool:
@@ -62,10 +48,8 @@ class LayoutMemory:
         Raises
         ------
         RuntimeError
-            The codec changed the layout of ``key`` from an earlier step, though it is fixed-size.
+            The layout of ``key`` differs from an earlier time's: a repeating transfer must keep it.
         """
-        if not self.enabled:
-            return False
         layout = framing.layout_of(payload)
         before = self._sent.setdefault(key, layout)
         if before is layout:

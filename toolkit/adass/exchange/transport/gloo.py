@@ -1,22 +1,25 @@
 """Transport over torch.distributed point-to-point (gloo) between real processes, framed by
 ``framing.py``: heads, overflow and bodies go on three tags so each stays in FIFO order. A payload
-is at most a head and one body message, or one message of both where the receiver knows the layout
-(``joined``); transfers both sides agree on (``isend_values``) travel as the bare tensor. On a
-throttled transport a bare tensor is preceded by a 16-byte stamp (send and release times, on a
-fourth tag), so the receiver paces it from when it was sent, as it does framed payloads.
+is at most a head and one body message, or one message of both for a repeating transfer whose
+layout both sides have seen (``layouts.py``); transfers both sides agree on (``isend_values``)
+travel as the bare tensor. On a throttled transport a bare tensor is preceded by a 16-byte stamp
+(send and release times, on a fourth tag), so the receiver paces it from when it was sent, as it
+does framed payloads.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 
 import torch
 import torch.distributed as dist
 
-from ..codecs.base import Payload
+from ...codecs.base import Payload
+from ..link import Link, parse_link
 from . import framing
-from .link import Link, parse_link
-from .transport import RecvHandle, SendHandle, Transfer, Transport
+from .base import RecvHandle, SendHandle, Transfer, Transport
+from .layouts import LayoutMemory
 
 __all__ = ["GlooTransport"]
 
@@ -32,19 +35,20 @@ class _Sent(SendHandle):
 
 
 class _Recv(RecvHandle):
-    def __init__(self, transport: GlooTransport, src: int, like: Payload | None,
-                 into: list[torch.Tensor] | None, joined: bool) -> None:  # fmt: skip
+    """A receive of a framed payload; with ``like`` (the layout of a repeating transfer, seen
+    before) head and body arrive as one message, posted at once. ``remember``: the transfer's key
+    in the transport's layouts, noted on arrival."""
+
+    def __init__(
+        self, transport: GlooTransport, src: int, like: Payload | None, remember: Hashable | None
+    ) -> None:
         super().__init__(transport._queue(src))
-        if joined and like is None:
-            raise ValueError("a joined receive needs like=")
-        if joined and into is not None:
-            raise ValueError("a joined receive brings its own head: no into=")
-        self.transport, self.src = transport, src
+        self.transport, self.src, self.remember = transport, src, remember
         self.head = self.head_work = None
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
-        if joined:  # head and body in one message, on the body tag
+        if self.layout is not None:  # head and body in one message, on the body tag
             sizes = framing.body_sizes(self.layout)
             message = torch.empty(framing.HEAD_BYTES + sum(sizes), dtype=torch.uint8)
             self.head, self.bodies = (
@@ -55,16 +59,6 @@ class _Recv(RecvHandle):
             return
         self.head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
         self.head_work = transport._post_recv(self.head, src, transport.tag_head)
-        if self.layout is not None:  # the layout is known: post the body buffers now
-            if into is None:
-                buffers = framing.alloc_bodies(self.layout)
-            else:
-                buffers = [b.reshape(-1).view(torch.uint8) for b in into]
-                if [b.numel() for b in buffers] != framing.body_sizes(self.layout):
-                    raise ValueError(
-                        f"rank {transport.rank}: receive buffers do not fit layout {self.layout}"
-                    )
-            self._post_bodies(buffers)
 
     def _post_bodies(self, buffers: list[torch.Tensor]) -> None:
         t = self.transport
@@ -76,6 +70,8 @@ class _Recv(RecvHandle):
         for w in self.body_works:
             w.wait()
         payload = framing.assemble(frame, self.bodies)
+        if self.remember is not None:
+            self.transport.layouts.received(self.remember, payload)
         self.transport._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
         return payload
 
@@ -168,6 +164,7 @@ class GlooTransport(Transport):
         # the process group itself: its send/recv take ranks within the group and skip the checks
         # of torch.distributed's wrappers, which cost more than a small message's bytes
         self._pg = group if group is not None else dist.group.WORLD
+        self.layouts = LayoutMemory()  # of repeating transfers, by (peer, repeat)
 
     def _post_recv(self, tensor: torch.Tensor, src: int, tag: int):
         return self._pg.recv([tensor], src, tag)
@@ -176,8 +173,9 @@ class GlooTransport(Transport):
         self.log.wire_messages += 1
         return self._pg.send([tensor], dst, tag)
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, repeat: Hashable | None = None) -> SendHandle:
         self._check_peer(dst)
+        joined = repeat is not None and self.layouts.joined((dst, repeat), payload)
         works, keep = [], []
         sent_at, not_before = self._stamp(payload.nbytes)
         head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
@@ -196,9 +194,9 @@ class GlooTransport(Transport):
         self.log.sent(payload.nbytes)
         return _Sent(works, keep)
 
-    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              joined: bool = False) -> RecvHandle:  # fmt: skip
-        return _Recv(self, src, like, into, joined)
+    def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
+        key = None if repeat is None else (src, repeat)
+        return _Recv(self, src, None if key is None else self.layouts.expected(key), key)
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         self._check_peer(dst)

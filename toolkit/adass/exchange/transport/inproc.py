@@ -8,13 +8,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 
-import torch
-
-from ..codecs.base import Payload
-from .link import Link, parse_link
-from .transport import RecvHandle, SendHandle, Transfer, Transport
+from ...codecs.base import Payload
+from ..link import Link, parse_link
+from .base import RecvHandle, SendHandle, Transfer, Transport
 
 __all__ = ["MAX_WORLD", "InProcHub", "InProcTransport"]
 
@@ -99,13 +98,12 @@ class InProcTransport(Transport):
         super().__init__(rank, hub.world, link, throttle)
         self.hub = hub
 
-    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, repeat: Hashable | None = None) -> SendHandle:
         self._check_peer(dst)
         sent_at, not_before = self._stamp(payload.nbytes)
         self.hub.put(self.rank, dst, _Envelope(payload, meta, sent_at, not_before))
         self.log.sent(payload.nbytes)
         return _Sent()
 
-    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              joined: bool = False) -> RecvHandle:  # fmt: skip
+    def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
         return _Recv(self, src)

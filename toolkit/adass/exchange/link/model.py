@@ -8,7 +8,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from ..registry import SpecError
+from ...registry import SpecError
 
 __all__ = ["Link", "LinkClock", "parse_link"]
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import torch
 
-from ..codecs.base import Payload
-from ..metrics import TrafficRecord
-from .link import Link, LinkClock
+from ...codecs.base import Payload
+from ...metrics import TrafficRecord
+from ..link import Link, LinkClock
 
 __all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport"]
 
@@ -154,35 +155,17 @@ class Transport(ABC):
         self._pending: dict[int, deque[RecvHandle]] = {}
 
     @abstractmethod
-    def isend(self, dst: int, payload: Payload, meta: Transfer, joined: bool = False) -> SendHandle:
+    def isend(self, dst: int, payload: Payload, meta: Transfer, repeat: Hashable | None = None) -> SendHandle:
         """Start sending ``payload`` to ``dst``; the payload must not change until ``wait``.
 
-        ``joined=True`` sends the head and the body as one message; only for a receive posted with
-        ``like`` and ``joined=True``.
+        ``repeat`` names a transfer that recurs step after step with one layout (tensor names,
+        dtypes, shapes); the receive of it passes the same name. A transport may remember the
+        layout and move such a transfer in fewer messages from its second time on.
         """
 
     @abstractmethod
-    def irecv(self, src: int, like: Payload | None = None, into: list[torch.Tensor] | None = None,
-              joined: bool = False) -> RecvHandle:  # fmt: skip
-        """Post a receive from ``src``.
-
-        Parameters
-        ----------
-        src : int
-            The sending rank.
-        like : Payload, optional
-            A payload of the same layout (tensor names, dtypes, shapes): lets a transport post its
-            buffers before the message announces itself.
-        into : list of Tensor, optional
-            With ``like`` of one non-empty tensor: a contiguous tensor of its size to receive
-            straight into.
-        joined : bool
-            With ``like``: the head comes in one message with the body (the sender passes
-            ``joined=True``), so one message per payload.
-
-        A transport may ignore ``like``, ``into`` and ``joined`` (in process, payloads arrive as
-        they were sent).
-        """
+    def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
+        """Post a receive of the next payload from ``src`` (``repeat``: as in :meth:`isend`)."""
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         """Send one contiguous tensor as it is, for a receive posted with :meth:`irecv_values`.
@@ -198,15 +181,15 @@ class Transport(ABC):
         """Receive what :meth:`isend_values` sends, straight into ``into`` (contiguous, the sent
         size and dtype); ``wait`` returns a payload whose ``values`` hold the bytes received (in
         ``into`` where the transport copies)."""
-        return self.irecv(src, like=Payload({"values": into}, numel), into=[into])
+        return self.irecv(src)
 
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
         """Send and wait."""
         self.isend(dst, payload, meta).wait()
 
-    def recv(self, src: int, like: Payload | None = None) -> Payload:
+    def recv(self, src: int) -> Payload:
         """Receive the next payload from ``src``."""
-        return self.irecv(src, like).wait()
+        return self.irecv(src).wait()
 
     def _check_peer(self, dst: int) -> None:
         """Raise ValueError unless ``dst`` is another rank of this world."""

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..codecs.base import Payload
-from .transport import Transfer
+from ...codecs.base import Payload
+from .base import Transfer
 
 __all__ = [
     "HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views", "joined_message",

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..allocator import keep_freed_memory
+from .allocator import keep_freed_memory
 
 __all__ = ["free_port", "run_processes"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ..codecs.base import Payload
-from .counts import COUNT_BYTES, read_tail, write_tail
+from ...codecs.base import Payload
+from ..counts import COUNT_BYTES, read_tail, write_tail
 
 __all__ = ["BareLayout"]
 

@@ -1,0 +1,89 @@
+"""Requantize: decode the partial sum, add this rank's share, re-encode for the next hop; the owner
+encodes the full sum once and the all-gather forwards those bytes unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...codecs import Codec
+from ...codecs.base import Payload
+from ..chunking import Piece
+from .reducer import FINAL_HOP, CodecReducer, Context, Weighting
+
+__all__ = ["Requantize"]
+
+
+class Requantize(CodecReducer):
+    """Decode the partial sum, add this rank's share, re-encode for the next hop.
+
+    Where the codec keeps coordinates that follow from the chunk key (``randk+qsgd``,
+    ``Codec.keyed_values``), the ring works on the aligned k-value vector: shares are the kept
+    values, the codec of the values requantizes them, and only the final values are scattered
+    back. With error feedback the share is the rank's own encoding, decoded (so the memory holds
+    what was lost); partial sums never touch the memory.
+    """
+
+    def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
+        super().__init__(ctx, x, weighting, pieces)
+        self.keyed = self.codec.keyed_values()
+        if self.keyed is not None and self.memory is not None:
+            raise TypeError(f"{self.codec.name}: error feedback cannot requantize kept values in a ring")
+        values_codec = self.codec if self.keyed is None else self.keyed.values
+        if values_codec is None:
+            raise TypeError(
+                f"{self.codec.name}: kept values that travel as float32 add; nothing to requantize"
+            )
+        self.values_codec: Codec = values_codec
+        self.plain = self.keyed is None and self.memory is None  # the share is x * weight, added on the fly
+        self.values: dict[int, torch.Tensor] = {}
+        self.rest: dict[int, Payload] = {}
+        self.own: dict[int, Payload] = {}
+
+    def _share(self, piece: Piece) -> torch.Tensor:
+        """What this rank adds at each hop: its values (the kept ones where coordinates are keyed)."""
+        pid = piece.pid
+        if pid not in self.values:
+            if self.keyed is not None:
+                self.values[pid], self.rest[pid] = self.keyed.selector.split(
+                    self.share(piece), self.key(pid, 0)
+                )
+            elif self.memory is not None:
+                self.own[pid] = self.encode_own(self.share(piece), pid)
+                self.values[pid] = self.codec.decode(self.own[pid])
+            else:
+                self.values[pid] = self.share(piece)
+        return self.values[pid]
+
+    @property
+    def wire_codec(self) -> Codec:
+        return self.values_codec
+
+    def wire_numel(self, piece: Piece) -> int:
+        return piece.numel if self.keyed is None else self.keyed.selector.k_for(piece.numel)
+
+    def warm(self, piece: Piece, out: torch.Tensor) -> None:
+        if not self.plain:
+            self._share(piece)
+
+    def _own(self, piece: Piece) -> Payload:
+        share = self._share(piece)
+        if piece.pid in self.own:
+            return self.own[piece.pid]
+        return self.values_codec.encode(share, self.key(piece.pid, 0))
+
+    def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
+        total = self.values_codec.decode(received)  # a new tensor (the Codec.decode contract)
+        if self.plain:
+            total.add_(self.x[piece.lo : piece.hi], alpha=self.w.weight)
+        else:
+            total += self._share(piece)
+        hop = hop if hop >= 0 else FINAL_HOP
+        return self.values_codec.encode(total, self.key(piece.pid, hop))
+
+    def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
+        if self.keyed is None:
+            self.values_codec.decode_into(payload, dst)
+            return
+        self._share(piece)  # the selector's coordinates of this piece
+        self.keyed.selector.expand(self.values_codec.decode(payload), self.rest[piece.pid], out=dst)
