@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_options(p_bench, BenchOptions)
 
     p_dash = sub.add_parser(
-        "dashboard", help="serve the live dashboard (dashboards/app.py) with Panel",
+        "dashboard", help="serve the live dashboard (adass/dashboard/app.py) with Panel",
         description="Serve the live dashboard: every run option, Start/Stop, live selection, traffic and "
                     "accuracy views, and saved runs overlaid for comparison.",
     )  # fmt: skip
