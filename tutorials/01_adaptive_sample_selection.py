@@ -319,8 +319,8 @@ else:
     verdict = (f"{better} is ahead by {abs(diff):.4f} over {SEEDS} seeds ({cost}), more than two standard "
                f"errors ({2 * spread:.4f})")
 print(verdict)
-print(f"against full data ({full_row.test_acc:.4f}) ADASS gives up {full_row.test_acc - ada.test_acc:+.4f} "
-      f"for {1 - ada.backprop_frac:.0%} fewer backprops")
+print(f"against full data ({full_row.test_acc:.4f}), ADASS's accuracy differs by {ada.test_acc - full_row.test_acc:+.4f} "
+      f"with {1 - ada.backprop_frac:.0%} fewer backprops")
 
 # %% [markdown]
 # On mnist5k the selection's advantage over a random subset of the same size is small next to the
