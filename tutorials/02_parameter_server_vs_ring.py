@@ -230,7 +230,7 @@ hv.Bars(long, ["run", "kind"], "ms").opts(width=560, height=340, title=f"time pe
 by_p = measured.pivot(index="P", columns="exchange", values=["measured_ms", "modelled_ms"])
 ps_vs_ring = (by_p["measured_ms"]["ps"] / by_p["measured_ms"]["ring"]).rename("ps / ring, measured")
 model_ratio = (measured.measured_ms / measured.modelled_ms).set_axis(measured.exchange + ", P=" + measured.P.astype(str))
-print(ps_vs_ring.round(2).to_string())
+print(ps_vs_ring.round(2).to_frame().to_string())
 print(f"measured / modelled: {model_ratio.min():.2f} to {model_ratio.max():.2f} "
       f"({', '.join(f'{k} {v:.2f}' for k, v in model_ratio.items())})")
 slower = "slower" if (ps_vs_ring > 1).all() else "not always slower"

@@ -228,8 +228,8 @@ reading = pd.DataFrame({"fp32_ms": table["fp32"], "best_ms": best, "best_codec":
                         "latency_share_of_best": floor.set_index("P")["ms"] / best})  # fmt: skip
 print(reading.round(2).to_string())
 small, large = reading.index.min(), reading.index.max()
-print(f"compression speeds the step up {reading.speedup[small]:.1f}x at P = {small} but "
-      f"{reading.speedup[large]:.1f}x at P = {large}, where latency is "
+print(f"compression speeds the step up {reading.speedup[small]:.2f}x at P = {small} but "
+      f"{reading.speedup[large]:.2f}x at P = {large}, where latency is "
       f"{reading.latency_share_of_best[large]:.0%} of the compressed step")
 
 # %% [markdown]
