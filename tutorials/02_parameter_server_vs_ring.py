@@ -185,7 +185,7 @@ def time_plot(column, link):
 # exchange gradients over gloo (TCP on this machine), with `link=` set: every transfer is then
 # paced so that it finishes no earlier than the link model allows. Each step's traffic records
 # give the modelled time of that very step; `encode_s + comm_s + decode_s` of the step records is
-# the time each worker actually spent in the exchange (codec math, and waiting on transfers).
+# the time each worker actually spent in the exchange (codec math, transfers and waiting for peers).
 #
 # A PS run needs one more Dask worker than it has replicas (the server), so the cluster has
 # $\max P + 1$ workers. On loopback without throttling the network is nearly free and the
