@@ -157,8 +157,8 @@ formula_lines = [hv.Curve(formula, "P", name, label=f"{name} (formula)").opts(co
                                                                              line_width=2)
                  for name, c in colors.items()]  # fmt: skip
 busiest = hv.Overlay(measured_lines + formula_lines).opts(
-    logy=True, width=520, height=380, legend_position="top_left",
-    title="bytes through the busiest port, per step (dashed: formula)")  # fmt: skip
+    logy=True, width=680, height=380, legend_position="right",
+    title="busiest port, bytes per step (dashed: formula)")  # fmt: skip
 busiest
 
 # %% [markdown]
