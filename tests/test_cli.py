@@ -115,3 +115,23 @@ def test_compare_checks_its_own_options_before_writing(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1 and bad[0] in err and "nan" in err
     assert not out.exists()
+
+
+def test_top_level_help_lists_the_commands_without_importing_the_library():
+    code = (
+        "import sys\n"
+        "from adass.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as stop:\n    assert stop.code == 0\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'param', 'panel', 'dask', 'sklearn') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert "dashboard" in result.stdout and "compare" in result.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["bogus"]])
+def test_a_missing_or_unknown_command_is_one_line_and_exit_2(args):
+    result = run_cli(*args)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "COMMAND" in result.stderr

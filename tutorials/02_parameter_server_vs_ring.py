@@ -190,13 +190,19 @@ formula["ring"] = 2 * (formula.P - 1) / formula.P * N * 4
 formula["ps"] = formula.P * N * 4
 formula["ps:servers=4"] = (formula.P * N * 4 / 4).clip(lower=N * 4)
 colors = {"ring": "#1f77b4", "ps": "#d62728", "ps:servers=4": "#ff7f0e"}
-busiest = hv.Overlay([
-    hv.Curve(sweep[sweep.exchange == name], "P", ("busiest_port_bytes", "bytes"), label=name).opts(color=c)
-    * hv.Scatter(sweep[sweep.exchange == name], "P", "busiest_port_bytes").opts(color=c, size=6)
-    * hv.Curve(formula, "P", name).opts(color=c, line_dash="dashed", alpha=0.6)
+# measured as wide, pale lines with markers; the formulas drawn last, thin and dashed, on top of them
+measured_lines = [
+    hv.Curve(sweep[sweep.exchange == name], "P", ("busiest_port_bytes", "bytes"), label=name).opts(
+        color=c, line_width=6, alpha=0.35)
+    * hv.Scatter(sweep[sweep.exchange == name], "P", "busiest_port_bytes").opts(color=c, size=7)
     for name, c in colors.items()
-]).opts(logy=True, width=460, height=360, legend_position="top_left",
-        title="bytes through the busiest port, per step")  # fmt: skip
+]  # fmt: skip
+formula_lines = [hv.Curve(formula, "P", name, label=f"{name} (formula)").opts(color=c, line_dash="dashed",
+                                                                             line_width=2)
+                 for name, c in colors.items()]  # fmt: skip
+busiest = hv.Overlay(measured_lines + formula_lines).opts(
+    logy=True, width=680, height=380, legend_position="right",
+    title="busiest port, bytes per step (dashed: formula)")  # fmt: skip
 busiest
 
 # %% [markdown]
@@ -223,7 +229,7 @@ def time_plot(column, link):
 # exchange gradients over gloo (TCP on this machine), with `link=` set: every transfer is then
 # paced so that it finishes no earlier than the link model allows. Each step's traffic records
 # give the modelled time of that very step; `encode_s + comm_s + decode_s` of the step records is
-# the time each worker actually spent in the exchange (codec math, and waiting on transfers).
+# the time each worker actually spent in the exchange (codec math, transfers and waiting for peers).
 #
 # A PS run needs one more Dask worker than it has replicas (the server), so the cluster has
 # $\max P + 1$ workers. On loopback without throttling the network is nearly free and the
@@ -261,8 +267,25 @@ hv.Bars(long, ["run", "kind"], "ms").opts(width=560, height=340, title=f"time pe
                                           xrotation=0, tools=["hover"], ylabel="ms per step")  # fmt: skip
 
 # %% [markdown]
-# Model and measurement are of the same size, and the ordering holds: the PS step takes several
-# times as long as the ring step. They do not match exactly, for two reasons worth knowing. When
+# What do these numbers say? The cell reads them: the PS step against the ring step at each $P$,
+# and how far each measurement sits from its model.
+
+# %%
+by_p = measured.pivot(index="P", columns="exchange", values=["measured_ms", "modelled_ms"])
+ps_vs_ring = (by_p["measured_ms"]["ps"] / by_p["measured_ms"]["ring"]).rename("ps / ring, measured")
+model_ratio = (measured.measured_ms / measured.modelled_ms).set_axis(measured.exchange + ", P=" + measured.P.astype(str))
+print(ps_vs_ring.round(2).to_frame().to_string())
+print(f"measured / modelled: {model_ratio.min():.2f} to {model_ratio.max():.2f} "
+      f"({', '.join(f'{k} {v:.2f}' for k, v in model_ratio.items())})")
+slower = "slower" if (ps_vs_ring > 1).all() else "not always slower"
+print(f"the PS step is {slower} than the ring step at every measured P "
+      f"({ps_vs_ring.min():.1f}x to {ps_vs_ring.max():.1f}x); the models are "
+      + ("within a factor of two of the measurements" if model_ratio.between(0.5, 2).all()
+         else "off by more than a factor of two somewhere, so read them as orders of magnitude"))
+
+# %% [markdown]
+# Model and measurement are of the same size, and the ordering holds: the printed ratios say by
+# how much the PS step exceeds the ring step here. They do not match exactly, for two reasons worth knowing. When
 # a machine has fewer cores than processes (a laptop running five workers), every ring hop also
 # waits for the next process to be scheduled, so the ring measures slower than its model as $P$
 # grows. The PS can come out *below* its model: the model adds up a step's stages, while in a

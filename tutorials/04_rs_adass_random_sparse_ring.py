@@ -32,6 +32,7 @@ import os
 from dataclasses import replace
 
 import holoviews as hv
+import numpy as np
 import pandas as pd
 import torch
 
@@ -182,20 +183,44 @@ hv.NdOverlay({label: hv.Curve(part, "step", ("rel_error", "error of the mean of 
 # %% [markdown]
 # Without feedback, unscaled random-k and top-k stay stuck (they never send most of the mass);
 # unbiased random-k converges slowly, as an average of noisy estimates does ($1/\sqrt t$). With
-# feedback the error falls like $1/t$. The residual of unscaled random-k levels off: a coordinate
-# waits about $1/\rho$ steps to be drawn, then leaves with everything it has gathered. One
-# combination to avoid is feedback around the *scaled* random-k: each send overshoots by $N/k$,
-# the residual takes the overshoot with the opposite sign, and it explodes.
+# feedback the error falls like $1/t$. How large does the residual itself get? A coordinate of
+# unscaled random-k gathers one more copy of its value every step until it is drawn, which happens
+# with probability $\rho$ per step; so its age is geometric, and the residual should level off at
+# $\|e\| / \|x\| \to \sqrt{(1-\rho)(2-\rho)}/\rho \approx 27$ for $\rho = 5\%$, reached after a few
+# times $1/\rho = 20$ steps. Feedback around the *scaled* random-k is different: each send
+# overshoots by $N/k$, the residual takes the overshoot with the opposite sign, and it grows
+# without bound. The table follows both for 160 steps.
 
 # %%
+CHECKPOINTS = (5, 10, 20, 40, 80, 160)
 growth = {}
 for spec in ("ef(randk:ratio=0.05,scale=false)", "ef(randk:ratio=0.05)"):
     codec = make_codec(spec)
-    for t in range(1, 41):
+    for t in range(1, max(CHECKPOINTS) + 1):
         codec.encode(x, ChunkKey(0, t, 0))  # encoding updates the residual memory
-        if t in (5, 10, 20, 40):
-            growth.setdefault(spec, {})[f"after {t} steps"] = float(codec.memory.residual(ChunkKey(0, t, 0)).norm() / x.norm())
-pd.DataFrame(growth).T.style.format("{:.3g}").set_caption("residual norm, in units of the gradient's norm")
+        if t in CHECKPOINTS:
+            growth.setdefault(spec, {})[t] = float(codec.memory.residual(ChunkKey(0, t, 0)).norm() / x.norm())
+growth = pd.DataFrame(growth).T.rename_axis(columns="after steps")
+growth.style.format("{:.3g}").set_caption("residual norm, in units of the gradient's norm")
+
+# %%
+rho, last, before = 0.05, CHECKPOINTS[-1], CHECKPOINTS[-2]
+limit = np.sqrt((1 - rho) * (2 - rho)) / rho
+for spec, levels in growth.iterrows():
+    change = levels[last] / levels[before] - 1  # over the last doubling of the step count
+    shape = ("has levelled off" if abs(change) < 0.1
+             else "is still growing, but slower than the step count" if change < 0.9
+             else "grows faster than the step count: it explodes")  # fmt: skip
+    print(f"{spec}: {levels[before]:.3g} after {before} steps, {levels[last]:.3g} after {last} "
+          f"({change:+.0%} over the last doubling): the residual {shape}")
+print(f"predicted level for unscaled random-k at rho = {rho}: {limit:.1f}")
+
+# %% [markdown]
+# Over the first 40 steps the unscaled residual is still climbing (it roughly doubles when the
+# step count doubles from 5 to 10 and keeps rising to 40); only past a few times $1/\rho$ steps does
+# it settle near the predicted level, within a few percent over the last doubling. The scaled
+# variant explodes (its norm overflows float32 within a few hundred steps): that combination must
+# be avoided.
 
 # %% [markdown]
 # ## Stacking with quantization

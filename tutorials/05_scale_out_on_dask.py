@@ -219,6 +219,19 @@ floor = pd.DataFrame({"P": SWEEP_WORKERS, "ms": [1e3 * 2 * (p - 1) * alpha_s for
 ).opts(logx=True, logy=True, width=560, height=360, legend_position="top_left",
        title=f"ring step time on {SLOW}")  # fmt: skip
 
+# %%
+# read the sweep: how much the best codec saves against fp32, and how much of its step is latency
+table = sweep.pivot(index="P", columns="codec", values="step_ms")
+best = table.drop(columns="fp32").min(axis=1)
+reading = pd.DataFrame({"fp32_ms": table["fp32"], "best_ms": best, "best_codec": table.drop(columns="fp32").idxmin(axis=1),
+                        "speedup": table["fp32"] / best,
+                        "latency_share_of_best": floor.set_index("P")["ms"] / best})  # fmt: skip
+print(reading.round(2).to_string())
+small, large = reading.index.min(), reading.index.max()
+print(f"compression speeds the step up {reading.speedup[small]:.2f}x at P = {small} but "
+      f"{reading.speedup[large]:.2f}x at P = {large}, where latency is "
+      f"{reading.latency_share_of_best[large]:.0%} of the compressed step")
+
 # %% [markdown]
 # Two lessons for scaling out. First, on a slow link with many workers the ring is
 # **latency-bound**: past a few dozen workers compression buys little more, and what helps is

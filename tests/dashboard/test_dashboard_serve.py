@@ -11,5 +11,5 @@ def test_app_options_and_page():
 
 
 def test_the_served_script_is_the_checkouts_app():
-    assert app_path() is not None and app_path().parent.name == "dashboards"
+    assert app_path() is not None and app_path().parent.name == "dashboard"
     assert "adass.dashboard" in app_path().read_text()

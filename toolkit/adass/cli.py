@@ -1,7 +1,8 @@
 """The ``adass`` command: ``train``, ``compare``, ``bench`` and ``dashboard``; run flags come from adass.config.
 
 Bad input exits with status 2 and one line naming the option, the value and what is allowed, before
-anything is written to disk.
+anything is written to disk. ``adass --help`` lists the commands without importing the library (a
+command's own help and every run import it: the parser lists each plug-in's parameters).
 """
 
 from __future__ import annotations
@@ -10,32 +11,25 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import param
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .command_options import (
-    LIST_ITEMS,
-    BenchOptions,
-    CompareOptions,
-    DashboardOptions,
-    TrainOptions,
-    check_command_options,
-)
-from .config import (
-    RUN_OPTIONS,
-    SECTIONS,
-    ClusterSection,
-    RunConfig,
-    allowed_text,
-    check_option,
-    flag_for,
-    options,
-    registry_for,
-)
-from .registry import SpecError
 
-__all__ = ["build_parser", "main"]
+if TYPE_CHECKING:
+    import param
+
+    from .config import RunConfig
+
+__all__ = ["COMMANDS", "build_parser", "main", "top_parser"]
+
+# each command's one-line help, as ``adass --help`` lists it
+COMMANDS: dict[str, str] = {
+    "train": "train one model and write its records",
+    "compare": "several samplers x seeds side by side, writes compare.csv",
+    "bench": "benchmark suites (tables to DIR/<suite>.md and .csv)",
+    "dashboard": "serve the live dashboard (adass/dashboard/app.py) with Panel",
+    "netlab": "a network lab on this machine: namespaces on a bridge, links shaped by tc (root)",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,63 +39,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _option_help(option: str, p: param.Parameter) -> str:
-    """The definition's doc, its default and what it accepts (the plug-in names of a spec option)."""
-    text = p.doc
-    if not isinstance(p, param.Boolean) and p.default not in (None, "", []):
-        text += f"; default {p.default!s}"
-    registry = registry_for(LIST_ITEMS.get(option, option))
-    if registry is not None:
-        return f"{text}; one of {'|'.join(registry.names())} (parameters below)"
-    if isinstance(p, (param.Number, param.Selector)):
-        return f"{text}; {allowed_text(p)}"
-    return text
-
-
-def _metavar(p: param.Parameter) -> str:
-    if isinstance(p, param.Foldername):
-        return "DIR"
-    return "SPEC" if isinstance(p, param.List) else "VALUE"
-
-
-def _add_options(
-    parser: argparse.ArgumentParser, definitions: type[param.Parameterized], skip: Sequence[str] = (),
-    only: Sequence[str] | None = None,
-) -> None:  # fmt: skip
-    """One flag per option of a param class: ``--name VALUE``, ``--name SPEC [SPEC ...]`` for lists,
-    a switch for booleans that default to false. Values stay text here; they are checked later."""
-    required = getattr(definitions, "required", ())
-    for option, p in options(definitions).items():
-        if option in skip or (only is not None and option not in only):
-            continue
-        flag, text = flag_for(option), _option_help(option, p)
-        if isinstance(p, param.Boolean) and p.default is False:
-            parser.add_argument(flag, dest=option, action="store_true", help=text)
-            continue
-        nargs = "+" if isinstance(p, param.List) else None
-        parser.add_argument(flag, dest=option, nargs=nargs, default=None, metavar=_metavar(p),
-                            required=option in required, help=text)  # fmt: skip
-
-
-def _spec_epilog(lists: Sequence[str] = ()) -> str:
-    """The plug-ins every spec option (and each of the command's ``lists``) accepts, with each
-    parameter's allowed values."""
-    parts = ["spec options take NAME or NAME:key=value,key=value"]
-    for section in SECTIONS.values():
-        for option in options(section):
-            registry = registry_for(option)
-            if registry is not None:
-                flags = [flag_for(option)] + [flag_for(k) for k in lists if LIST_ITEMS[k] == option]
-                parts.append(f"\n{registry.kind} specs ({'/'.join(flags)}):\n{registry.help()}")
-    return "\n".join(parts)
-
-
-def _add_config_options(parser: argparse.ArgumentParser, skip: Sequence[str] = ()) -> None:
-    for section_name, section in SECTIONS.items():
-        _add_options(parser.add_argument_group(f"{section_name} options"), section, skip=skip)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The ``adass`` parser without its commands, and the action to add them to."""
     parser = _Parser(
         prog="adass",
         description="Distributed machine learning with adaptive sample selection (ADASS).",
@@ -109,68 +48,65 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"adass {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    return parser, sub
 
-    raw = argparse.RawDescriptionHelpFormatter
-    p_train = sub.add_parser(
-        "train", help="train one model and write its records", description="Train one model.",
-        epilog=_spec_epilog(), formatter_class=raw,
-    )  # fmt: skip
-    _add_config_options(p_train)
-    _add_options(p_train, TrainOptions)
 
-    p_cmp = sub.add_parser(
-        "compare", help="several samplers x seeds side by side, writes compare.csv",
-        description="Train each sampler for each seed on the same data; write DIR/compare.csv and compare.md.",
-        epilog=_spec_epilog(lists=("samplers", "exchanges")), formatter_class=raw,
-    )  # fmt: skip
-    _add_options(p_cmp, CompareOptions)
-    _add_config_options(p_cmp, skip=("sampler",))
-
-    from .bench import SUITES
-
-    p_bench = sub.add_parser(
-        "bench", help="benchmark suites (tables to DIR/<suite>.md and .csv)",
-        description="Suites: " + "; ".join(f"{k}: {v}" for k, v in SUITES.items()),
-    )  # fmt: skip
-    p_bench.add_argument("suite", choices=sorted(SUITES), help="which benchmark")
-    _add_options(p_bench, BenchOptions)
-
-    p_dash = sub.add_parser(
-        "dashboard", help="serve the live dashboard (dashboards/app.py) with Panel",
-        description="Serve the live dashboard: every run option, Start/Stop, live selection, traffic and "
-                    "accuracy views, and saved runs overlaid for comparison.",
-    )  # fmt: skip
-    _add_options(p_dash, DashboardOptions)
-    _add_options(p_dash, ClusterSection, only=("scheduler",))
-    from .netlab import add_netlab_parser
-
-    add_netlab_parser(sub)
+def _outline_parser() -> argparse.ArgumentParser:
+    """The commands with their one-line help only: enough for ``adass --help``, ``--version`` and
+    the error of a missing or unknown command."""
+    parser, sub = top_parser()
+    for command, text in COMMANDS.items():
+        sub.add_parser(command, help=text, add_help=False)
     return parser
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser: every command with every flag (imports the registries)."""
+    from .cli_parser import build_parser as full_parser
+
+    return full_parser()
+
+
 def _config_from(args: argparse.Namespace) -> RunConfig:
+    from .config import RUN_OPTIONS, RunConfig
+
     flat = {k: v for k, v in vars(args).items() if k in RUN_OPTIONS}
     return RunConfig.from_flat(**flat)
 
 
 def _checked(command: type[param.Parameterized], args: argparse.Namespace) -> argparse.Namespace:
     """The command's own options from ``args``, parsed and checked against their definitions."""
+    from .command_options import check_command_options
+
     return argparse.Namespace(**check_command_options(command, vars(args)))
 
 
 def _check_out(out_dir: str, overwrite: bool, marker: str) -> Path:
     """``--out`` (already known to be a folder or nothing yet) must not hold results unless ``--overwrite``."""
+    from .registry import SpecError
+
     out = Path(out_dir)
     if (out / marker).exists() and not overwrite:
         raise SpecError(f"--out: {out_dir!r} already holds results ({marker}); choose another folder or pass --overwrite")
     return out
 
 
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (its first word that is not an option), if it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _command_in(argv) is None:
+        _outline_parser().parse_args(argv)  # prints the help, the version or a one-line error; exits
+    args = build_parser().parse_args(argv)
     from . import commands
     from .allocator import keep_freed_memory
+    from .command_options import BenchOptions, CompareOptions, DashboardOptions, TrainOptions
+    from .config import ClusterSection, check_option
+    from .registry import SpecError
 
     keep_freed_memory()
     if args.command == "netlab":

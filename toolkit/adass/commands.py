@@ -21,13 +21,22 @@ __all__ = ["run_bench", "run_compare", "run_dashboard", "run_train"]
 
 
 def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord], None]]:
+    """A bar of ``total`` epochs and the progress callback that advances it (and closes it at the end,
+    so its elapsed time and rate are those of its own run)."""
     bar = tqdm(total=total, desc=desc, unit="epoch", disable=quiet, file=sys.stderr, dynamic_ncols=True)
 
     def update(record: EvalRecord) -> None:
         bar.set_postfix(kept=f"{record.kept_frac:.2f}", loss=f"{record.train_loss:.3f}", acc=f"{record.test_acc:.3f}")
         bar.update(1)
+        if bar.total is not None and bar.n >= bar.total:
+            bar.close()
 
     return bar, update
+
+
+def _print_dashboard_link(handle) -> None:
+    """The Dask dashboard's address, on a line of its own above any progress bar."""
+    tqdm.write(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
 
 
 def _load_data(config: RunConfig):
@@ -91,11 +100,7 @@ def _cluster_feedback(config: RunConfig, bar: tqdm) -> dict:
             bar.set_description(f"{config.sampler.sampler} (steps {steps_seen[0]})", refresh=False)
 
     store.listeners.append(live)
-
-    def ready(handle) -> None:
-        print(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
-
-    return {"store": store, "on_ready": ready}
+    return {"store": store, "on_ready": _print_dashboard_link}
 
 
 def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:
@@ -121,17 +126,16 @@ def run_compare(
     bars: list[tqdm] = []
 
     def progress_for(label: str, seed: int) -> Callable[[EvalRecord], None]:
+        for earlier in bars:  # runs go one after another: a new run means the last one has ended
+            earlier.close()
         bar, update = _bar(f"{label} seed {seed}", config.optim.epochs, quiet)
         bars.append(bar)
         return update
 
-    def ready(handle) -> None:
-        print(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
-
     _load_data(config)
     try:
         table = compare(config, samplers, seeds, out, progress_factory=progress_for, exchanges=exchanges,
-                        codecs=codecs, on_cluster=ready)  # fmt: skip
+                        codecs=codecs, on_cluster=_print_dashboard_link)  # fmt: skip
     finally:
         for bar in bars:
             bar.close()

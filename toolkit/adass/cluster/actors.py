@@ -16,7 +16,6 @@ import torch
 import torch.distributed as dist
 from distributed import get_worker
 
-from ..allocator import keep_freed_memory
 from ..config import RunConfig
 from ..data import load_dataset
 from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement
@@ -33,7 +32,6 @@ class _Member:
 
     def __init__(self, config: dict, rank: int, world: int, replicas: int, run_id: str) -> None:
         torch.set_num_threads(1)  # one Dask worker thread per process; keep torch from oversubscribing
-        keep_freed_memory()  # step buffers are reused instead of page-faulted in afresh
         self.config = RunConfig.from_dict(config)
         self.rank, self.world, self.replicas, self.run_id = rank, world, replicas, run_id
         self.worker = get_worker()

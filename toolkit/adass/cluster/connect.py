@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import dask
 from distributed import Client, LocalCluster
 
+from ..allocator import dask_config
+
 __all__ = ["ClusterHandle", "connect"]
 
 
@@ -55,7 +57,8 @@ def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 6
         A running scheduler (``tcp://host:8786``). Without it, an embedded ``LocalCluster`` of
         ``n_workers`` processes with one thread each is started on 127.0.0.1 (dashboard on a free port,
         Dask's sampling profiler off). For a cluster of your own, set
-        ``distributed.worker.profile.enabled: false`` in its Dask config for the same effect.
+        ``distributed.worker.profile.enabled: false`` in its Dask config for the same effect; its
+        workers also keep freed memory for reuse (:mod:`adass.allocator` shows the config to opt in).
     n_workers : int
         Workers needed; with ``address`` this waits up to ``timeout_s`` for that many to join.
     """
@@ -66,7 +69,8 @@ def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 6
     # Dask's sampling profiler takes each worker's GIL 100 times a second; every ring hop needs the
     # GIL back after its wait, so on a small machine the profiler alone stretched the step by
     # a quarter. The embedded cluster runs without it (the dashboard's Profile page stays empty).
-    with dask.config.set({"distributed.worker.profile.enabled": False}):
+    # Its workers keep freed memory for reuse (adass.allocator); a cluster of your own opts in by config.
+    with dask.config.set({"distributed.worker.profile.enabled": False, **dask_config()}):
         cluster = LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,

@@ -1,7 +1,7 @@
 """The live dashboard app: page, option controls, a run in the background, its messages and serving.
 
 Views come from :mod:`adass.viz`; :data:`~adass.dashboard.views.VIEWS` says which the page shows, what
-each reads and where it sits. ``adass dashboard`` and ``dashboards/app.py`` serve the page.
+each reads and where it sits. ``adass dashboard`` and ``adass/dashboard/app.py`` serve the page.
 """
 
 from .comparison import RunComparison

@@ -1,6 +1,6 @@
-"""Build the dashboard page and serve it: ``adass dashboard`` and ``dashboards/app.py`` both come here.
+"""Build the dashboard page and serve it: ``adass dashboard`` and ``adass/dashboard/app.py`` both come here.
 
-``panel serve dashboards/app.py --args --runs DIR --scheduler tcp://HOST:8786`` works as well; the app
+``panel serve PATH/TO/adass/dashboard/app.py --args --runs DIR --scheduler tcp://HOST:8786`` works as well; the app
 reads those flags with :func:`app_options`.
 """
 
@@ -10,6 +10,7 @@ import argparse
 import signal
 import socket
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ __all__ = ["app_options", "app_path", "build_app", "serve_dashboard"]
 
 def app_options(argv: Sequence[str]) -> dict[str, Any]:
     """``--runs DIR`` and ``--scheduler ADDR`` from a served script's arguments -> ``build_app`` keywords."""
-    parser = argparse.ArgumentParser(prog="dashboards/app.py", add_help=False)
+    parser = argparse.ArgumentParser(prog="adass/dashboard/app.py", add_help=False)
     parser.add_argument("--runs", default=None)
     parser.add_argument("--scheduler", default="")
     args, _ = parser.parse_known_args(list(argv))
@@ -52,8 +53,8 @@ def build_app(
 
 
 def app_path() -> Path | None:
-    """``dashboards/app.py`` of a source checkout, or None where the package is installed without it."""
-    path = Path(__file__).resolve().parents[3] / "dashboards" / "app.py"
+    """The servable page ``adass/dashboard/app.py``, shipped as package data (None if it is missing)."""
+    path = Path(str(resources.files(__package__) / "app.py"))
     return path if path.is_file() else None
 
 
@@ -82,8 +83,8 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
                     scheduler: str = "", show: bool = False) -> None:  # fmt: skip
     """Serve the dashboard until interrupted (Ctrl-C or SIGTERM).
 
-    The page is ``dashboards/app.py`` when the source tree has it (so ``panel serve`` and this serve
-    the same file), else the same app built here.
+    The page is ``adass/dashboard/app.py`` (so ``panel serve`` and this serve the same file), else the
+    same app built here.
     """
     from panel.io.application import build_single_handler_application
 

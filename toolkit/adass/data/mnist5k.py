@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +24,12 @@ _ARRAYS = {
 
 
 def data_dir() -> Path:
-    """Folder of the bundled data: ``$ADASS_DATA_DIR`` if set, else the repository's ``data/``."""
+    """Folder of the bundled data: ``$ADASS_DATA_DIR`` if set, else this package's own folder, where
+    ``mnist5k.npz`` ships as package data (in a wheel as in a source checkout)."""
     override = os.environ.get("ADASS_DATA_DIR")
     if override:
         return Path(override).expanduser()
-    # toolkit/adass/data/mnist5k.py -> repository root (the package is installed editable)
-    return Path(__file__).resolve().parents[3] / "data"
+    return Path(str(resources.files(__package__)))  # a regular package on disk: its folder
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_svmlight_file
 
 from ..registry import Param
 from .base import DataError, Dataset, labels_to_tensor
@@ -23,6 +22,10 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """
     if not path.is_file():
         raise DataError(f"svmlight: file {path} not found")
+    try:  # scikit-learn is optional (the ``svmlight`` extra) and slow to import: only here
+        from sklearn.datasets import load_svmlight_file
+    except ImportError:
+        raise DataError("svmlight: needs scikit-learn; pip install 'adass[svmlight]'") from None
     try:
         x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
     except (ValueError, OSError, EOFError) as err:

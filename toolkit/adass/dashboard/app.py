@@ -1,8 +1,9 @@
 """The adass live dashboard page.
 
 Serve it with ``adass dashboard [--runs DIR] [--scheduler ADDR]``, or with
-``panel serve dashboards/app.py --args --runs DIR``; the page is ``adass.dashboard``, its views come
-from ``adass.viz``.
+``panel serve "$(python -c 'import adass.dashboard as d; print(d.app_path())')" --args --runs DIR``;
+the page is ``adass.dashboard``, its views come from ``adass.viz``. The file ships in the wheel as package
+data; the library never imports it.
 """
 
 import sys
