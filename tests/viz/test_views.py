@@ -180,7 +180,7 @@ def test_timeline_lays_each_ranks_phases_end_to_end(steps):
     assert set(rank1["phase"]) == {"compute", "encode", "comm", "decode"}  # zero-length waits are dropped
     assert rank1["end_s"].max() == pytest.approx(5 * (0.01 + 0.002 + 0.010 + 0.001))
     view = worker_timeline(steps, last_steps=5)
-    assert [layer.label for layer in view] == ["compute", "encode", "comm", "decode", "wait"]
+    assert [layer.label for layer in view] == ["compute", "encode", "comm", "decode"]
     hv.render(view), hv.render(worker_timeline(steps.iloc[:0]))
 
 

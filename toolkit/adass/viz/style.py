@@ -11,7 +11,9 @@ from typing import Any
 
 import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
 
-__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "human_bytes", "named"]
+from bokeh.models import CustomJSTickFormatter
+
+__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "named"]
 
 WIDTH = 420
 HEIGHT = 260
@@ -22,7 +24,6 @@ PHASE_COLORS: dict[str, str] = {
     "encode": "#dd8452",
     "comm": "#c44e52",
     "decode": "#8172b3",
-    "wait": "#bbbbbb",
 }
 
 
@@ -34,6 +35,20 @@ def human_bytes(n: float) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} TB"
+
+
+#: JavaScript twin of :func:`human_bytes`, for axis ticks and colour bars drawn in the browser
+_BYTES_JS = """
+const units = ["B", "kB", "MB", "GB", "TB"];
+let value = tick, i = 0;
+while (Math.abs(value) >= 1000 && i < units.length - 1) { value /= 1000; i += 1; }
+return i == 0 ? value.toFixed(0) + " B" : value.toFixed(1) + " " + units[i];
+"""
+
+
+def byte_ticks() -> CustomJSTickFormatter:
+    """A Bokeh tick formatter that writes byte counts as :func:`human_bytes` does (``1.4 MB``)."""
+    return CustomJSTickFormatter(code=_BYTES_JS)
 
 
 def named(name: str) -> Callable[[Any, Any], None]:
