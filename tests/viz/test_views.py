@@ -186,8 +186,26 @@ def test_timeline_lays_each_ranks_phases_end_to_end(steps):
 
 def test_saved_runs_overlay_one_curve_each(evals):
     view = overlay_runs(
-        {"a": evals, "b": evals.assign(test_acc=evals["test_acc"] - 0.1)}, "test_acc", "wall_s"
+        {"a": evals, "b": evals.assign(test_acc=evals["test_acc"] - 0.1)}, "test_acc", "train_s"
     )
     curves = view.Curve
     assert {c.label for c in curves} == {"a", "b"}
     assert hv.render(view).name == "adass-compare"
+
+
+def test_standardized_images_are_drawn_at_the_loaders_scale_and_an_empty_strip_renders(selection):
+    from adass.data import standardize
+
+    pixels = torch.rand(300, 1, 6, 4) * 0.5  # a loader's [0, 1] scale
+    raw = Dataset("toy", pixels, torch.arange(300) % 3, pixels[:10], torch.zeros(10, dtype=torch.long),
+                  (1, 6, 4), 3)  # fmt: skip
+    data = standardize(raw, "on")
+    assert float(data.x_train.min()) < 0  # standardized: clipping would lose the dark half
+    hardest = extreme_ids(selection, k=5)[1]
+    strip = extreme_samples(selection, data, k=5, which="hardest")
+    first = int(hardest["sample_id"].iloc[0])
+    np.testing.assert_allclose(strip.data[:, :4, 0], pixels[first, 0].numpy(), atol=1e-5)
+    # before any epoch: a blank strip that Bokeh still draws, with one tick saying why
+    empty = extreme_samples(selection.iloc[:0], data, which="easiest")
+    assert isinstance(empty, hv.RGB) and empty.opts.get().kwargs["xticks"] == [(0.5, "no epoch yet")]
+    hv.render(empty)

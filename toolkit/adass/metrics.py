@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from .provenance import provenance
+
 __all__ = [
     "EvalRecord",
     "MemorySink",
@@ -206,6 +208,9 @@ class MemorySink:
 class ParquetSink(MemorySink):
     """Collects records in memory and writes ``DIR/<kind>.parquet`` on ``flush``/``close``.
 
+    With ``config``, ``DIR/config.json`` is written at once, with the package version and git
+    commit that made the run under ``"adass"`` (see :func:`adass.provenance.provenance`).
+
     Every file is written atomically (temp file, then rename), so a crashed run never leaves a
     half-written Parquet file behind.
     """
@@ -215,6 +220,7 @@ class ParquetSink(MemorySink):
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:
+            config = {**config, "adass": config.get("adass", provenance())}  # which code made the run
             atomic_write_text(self.out_dir / "config.json", json.dumps(config, indent=2, default=str))
 
     def resume(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import holoviews as hv
 import numpy as np
 import pandas as pd
+import torch
 
 from ..data import Dataset
 from .selection import latest_epoch
@@ -38,7 +39,7 @@ def display_pixels(dataset: Dataset, ids: np.ndarray) -> np.ndarray:
     an image whose values still leave [0, 1] (a loader that does not scale to it) is stretched
     from its own minimum to its maximum, so no image is clipped to black and white.
     """
-    x = dataset.x_train[ids]
+    x = dataset.x_train[torch.from_numpy(np.array(ids, dtype=np.int64))]  # a fresh array: any strides
     if dataset.standardization is not None:
         x = dataset.standardization.invert(x)
     pixels = x.numpy().astype(np.float32, copy=True)
