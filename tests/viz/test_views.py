@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 from bokeh.models import ColumnDataSource
-from synthetic_records import ps_traffic, ring_traffic, selection_frame
+from synthetic_records import eval_records, ps_traffic, ring_traffic, selection_frame
 
 from adass.data import Dataset
 from adass.viz import (
@@ -209,3 +209,38 @@ def test_standardized_images_are_drawn_at_the_loaders_scale_and_an_empty_strip_r
     empty = extreme_samples(selection.iloc[:0], data, which="easiest")
     assert isinstance(empty, hv.RGB) and empty.opts.get().kwargs["xticks"] == [(0.5, "no epoch yet")]
     hv.render(empty)
+
+
+def test_a_parameter_server_is_a_star_from_the_configuration_before_any_push():
+    # epoch 0 of a PS run, before a push was sampled: the configuration already says who the server is
+    view = topology(empty_traffic(), world=4, servers=1)
+    nodes = view.Points.II
+    roles = dict(zip(nodes.dimension_values("name"), nodes.dimension_values("role"), strict=True))
+    assert roles == {"r0": "replica", "r1": "replica", "r2": "replica", "ps3": "server"}
+    assert view.opts.get().kwargs["title"].startswith("star (parameter server)")
+    ring = topology(ring_traffic(world=3), world=3, servers=0)
+    title = ring.opts.get().kwargs["title"]
+    steps = ring_traffic(world=3)["step"].nunique()
+    assert title.startswith("ring") and title.endswith(f"last {steps} steps")
+
+
+def test_byte_axes_and_colour_bars_read_as_bytes_and_shares_span_0_to_1(evals):
+    from bokeh.models import ColorBar, CustomJSTickFormatter, Legend
+
+    heat = hv.render(traffic_heatmap(ring_traffic(world=3)))
+    (bar,) = heat.select(type=ColorBar)
+    assert isinstance(bar.formatter, CustomJSTickFormatter) and '"MB"' in bar.formatter.code
+    chunks = hv.render(chunk_bytes(ring_traffic(world=3, ratio=0.25)))
+    assert isinstance(chunks.yaxis[0].formatter, CustomJSTickFormatter)
+    (legend,) = chunks.select(type=Legend)
+    assert legend.items  # which bars are raw and which are wire
+    wire = hv.render(learning_curve(evals, x="wire_bytes"))
+    assert isinstance(wire.xaxis[0].formatter, CustomJSTickFormatter)
+    accuracy = hv.render(learning_curve(evals.iloc[:1]))  # one epoch: still a 0-1 axis, not 0-2
+    assert (accuracy.y_range.start, accuracy.y_range.end) == (0.0, 1.02)
+
+
+def test_the_loss_plot_shows_the_first_epoch_as_dots():
+    one = pd.DataFrame([vars(eval_records(1)[0])])
+    view = loss_curves(one)
+    assert [len(s) for s in view.Scatter] == [1, 1]  # a line of one point draws nothing; a dot does

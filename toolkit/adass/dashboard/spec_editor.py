@@ -31,6 +31,12 @@ def widget_type(p: param.Parameter) -> type[pn.widgets.Widget]:
     return pn.widgets.TextInput
 
 
+def _widget(p: param.Parameter) -> dict[str, Any]:
+    """``pn.Param``'s widget entry for one parameter, its doc as a tooltip where the widget has one."""
+    kind = widget_type(p)
+    return {"type": kind, **({"description": p.doc} if p.doc and "description" in kind.param else {})}
+
+
 class SpecEditor:
     """A name picker and parameter widgets that edit the spec option ``option`` of ``section``.
 
@@ -76,11 +82,18 @@ class SpecEditor:
             self.name.value = entry.name
         finally:
             self._busy = False
-        widgets = {key: {"type": widget_type(self.values.param[key]), "description": p.doc}
-                   for key, p in entry.params.items()}  # fmt: skip
+        widgets = {key: _widget(self.values.param[key]) for key in entry.params}
         self.params.objects = (
-            [pn.Param(self.values, parameters=list(entry.params), widgets=widgets, show_name=False,
-                      default_layout=pn.Column, sizing_mode="stretch_width")]  # fmt: skip
+            [
+                pn.Param(
+                    self.values,
+                    parameters=list(entry.params),
+                    widgets=widgets,
+                    show_name=False,
+                    default_layout=pn.Column,
+                    sizing_mode="stretch_width",
+                )
+            ]  # fmt: skip
             if entry.params
             else []
         )

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
-
 from bokeh.models import CustomJSTickFormatter
 
 __all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "named"]
