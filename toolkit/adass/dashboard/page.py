@@ -81,7 +81,6 @@ class Dashboard:
                                         width=200, css_classes=["adass-x-axis"])  # fmt: skip
         #: page controls a view can follow, by the keyword its ``draw`` takes
         self.follows = {"x": hv.streams.Params(self.x_axis, ["value"], rename={"value": "x"})}
-        self.x_axis.param.watch(lambda _event: self._renew("x"), "value")
         self.streams = {source.name: self._stream(source) for source in self.sources}
         self.views: dict[str, hv.DynamicMap] = {}
         self.panes: dict[str, pn.pane.HoloViews] = {}
@@ -107,13 +106,6 @@ class Dashboard:
         self.views[view.name] = hv.DynamicMap(partial(_draw, view.draw), streams=streams)
         self.panes[view.name].object = self.views[view.name]
         self._shapes[view.name] = shape
-
-    def _renew(self, control: str) -> None:
-        """New plots for the views that follow ``control``: a changed axis must not keep the old range."""
-        for view in self.table:
-            if control in view.follows:
-                del self.views[view.name]
-                self._show(view, self.streams[view.source.name].data)
 
     def _build_widgets(self) -> None:
         self.start_button = pn.widgets.Button(label="Start", color="primary", width=100,

@@ -175,6 +175,11 @@ class LiveState:
         self.status = message.outcome
         return {Part.STATUS}
 
+    def all_evals(self) -> pd.DataFrame:
+        """Every EvalRecord so far, the new ones included (what a Pipe is sent)."""
+        self.take_new_evals()
+        return self.evals
+
     def take_new_evals(self) -> pd.DataFrame:
         """EvalRecords that arrived since the last call (what a Buffer is sent), also kept in ``evals``."""
         if not self.new_evals:

@@ -107,7 +107,9 @@ def _images(data: tuple[Any, Dataset | None]) -> bool:
     return data[1] is not None and data[1].is_image
 
 
-EVALS = Source("evals", LiveState.take_new_evals, frozenset({Part.EVALS}), Refresh.APPEND)
+# the evaluations are few (one row per epoch), so each change sends them all: a streamed (APPEND) plot
+# keeps its x range when the x axis changes, and holds its drawing once that range was updated
+EVALS = Source("evals", LiveState.all_evals, frozenset({Part.EVALS}), Refresh.CHANGED)
 SELECTION = Source("selection", lambda s: s.selection, frozenset({Part.SELECTION}), Refresh.CHANGED)
 GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHANGED)
 SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),

@@ -91,13 +91,14 @@ def extreme_samples(selection: pd.DataFrame, dataset: Dataset | None = None, k: 
         rows = rows[(ids >= 0) & (ids < dataset.n_train)]
         ids = rows["sample_id"].to_numpy(np.int64)
         strip = montage(display_pixels(dataset, ids)) if ids.size else np.ones((1, 1, 3), dtype=np.float32)
-        cell_px = WIDTH / max(len(ids), 1)
+        # sized for k cells whatever arrived: a live plot keeps the size of its first (blank) frame
+        cell_px = WIDTH / max(k, 1)
         image_px = cell_px * dataset.shape[-2] / dataset.shape[-1]  # one cell keeps the image's aspect
         # a blank strip still gets one tick: Bokeh cannot draw an axis whose tick list is empty
         ticks = _ticks(rows, dataset) if ids.size else [(0.5, "no epoch yet")]
         return hv.RGB(strip, bounds=(0, 0, max(len(ids), 1), 1)).opts(
             width=WIDTH, height=int(min(max(image_px + 90, 120), 260)), xticks=ticks, yaxis=None,
-            xlabel="", fontsize={"xticks": "7pt"}, title=title, toolbar=None, hooks=[named(name)],
+            xlabel="", fontsize={"xticks": "7pt"}, title=title, toolbar=None, hooks=[named(name)], framewise=True,
         )  # fmt: skip
     frame = pd.DataFrame(
         {"sample": [f"#{int(s)}" for s in rows["sample_id"]], "bound": rows["bound"].to_numpy(float)}

@@ -41,7 +41,7 @@ _BYTES_JS = """
 const units = ["B", "kB", "MB", "GB", "TB"];
 let value = tick, i = 0;
 while (Math.abs(value) >= 1000 && i < units.length - 1) { value /= 1000; i += 1; }
-return i == 0 ? value.toFixed(0) + " B" : value.toFixed(1) + " " + units[i];
+return i == 0 ? Math.round(value) + 0 + " B" : value.toFixed(1) + " " + units[i];  // + 0: no "-0 B"
 """
 
 
