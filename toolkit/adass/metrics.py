@@ -63,8 +63,8 @@ class StepRecord:
 class TrafficRecord:
     """One message delivered by the exchange (``traffic.parquet``).
 
-    ``phase`` is one of count, scale, push, pull (parameter server) or reduce_scatter,
-    all_gather (ring); ``hop`` its hop within the phase; ``src`` and ``dst`` ranks (PS shards
+    ``phase`` is push, pull (parameter server), reduce_scatter, all_gather (ring) or scale (the
+    ring's shared-scale agreement); ``hop`` its hop within the phase; ``src`` and ``dst`` ranks (PS shards
     are ranks after the replicas); ``chunk`` the gradient chunk. ``raw_bytes`` is what the values
     would take in fp32, ``wire_bytes`` the encoded payload. ``seconds`` is measured: from the send
     (or, without a stamp from the sender, the posted receive) to the delivery at ``dst``, queueing
@@ -75,7 +75,7 @@ class TrafficRecord:
     run: str
     epoch: int
     step: int
-    phase: str  # count | scale | push | reduce_scatter | all_gather | pull
+    phase: str  # scale | push | reduce_scatter | all_gather | pull (adass.exchange.transport.PHASES)
     hop: int
     src: int
     dst: int
