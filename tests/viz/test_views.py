@@ -217,7 +217,7 @@ def test_a_parameter_server_is_a_star_from_the_configuration_before_any_push():
     nodes = view.Points.II
     roles = dict(zip(nodes.dimension_values("name"), nodes.dimension_values("role"), strict=True))
     assert roles == {"r0": "replica", "r1": "replica", "r2": "replica", "ps3": "server"}
-    assert view.opts.get().kwargs["title"].startswith("star (parameter server)")
+    assert view.opts.get().kwargs["title"].startswith("PS star")
     ring = topology(ring_traffic(world=3), world=3, servers=0)
     title = ring.opts.get().kwargs["title"]
     steps = ring_traffic(world=3)["step"].nunique()

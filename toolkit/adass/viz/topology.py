@@ -96,7 +96,7 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
     where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
     totals = totals[totals["src"].isin(where) & totals["dst"].isin(where)]
     edges = _edges(totals, where)
-    kind = "star (parameter server)" if shards else "ring"
+    kind = "PS star" if shards else "ring"
     total = human_bytes(totals["wire_bytes"].sum()) if len(totals) else "0 B"
     steps = int(traffic["step"].nunique()) if len(traffic) else 0
     text = {"text_font_size": "8pt", "text_color": "#333333"}

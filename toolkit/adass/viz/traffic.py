@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import TrafficRecord, columns
-from .style import HEIGHT, WIDTH, byte_ticks, human_bytes, named
+from .style import HEIGHT, WIDTH, byte_ticks, named
 
 __all__ = ["chunk_bytes", "empty_traffic", "last_steps", "link_names", "traffic_heatmap"]
 
@@ -49,12 +49,11 @@ def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
         )
     else:  # one blank cell keeps the link axis categorical until traffic arrives
         frame = pd.DataFrame({"step": [0], "link": ["-"], "wire_bytes": [np.nan]})
-    total = human_bytes(frame["wire_bytes"].sum())
     steps = int(rows["step"].nunique()) if len(rows) else 0
     return hv.HeatMap(frame, ["step", "link"], hv.Dimension("wire_bytes", label="wire bytes")).opts(
         width=WIDTH, height=HEIGHT, cmap="viridis", colorbar=True, tools=["hover"], framewise=True,
         colorbar_opts={"formatter": byte_ticks()}, hooks=[named("adass-traffic")],
-        title=f"wire bytes per step and link ({total}, last {steps} steps)",
+        title=f"wire bytes per step and link, last {steps} steps",
     )  # fmt: skip
 
 
