@@ -132,7 +132,8 @@ class Dashboard:
             self._show_error(str(err))
             return
         self.alert.visible = False
-        self.clear(world, world - config.cluster.workers if world else 0, config.optim.epochs)
+        servers = world - config.cluster.workers if world else 0  # the ranks that are not replicas
+        self.clear(world, servers, config.optim.epochs)
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
         self.run = BackgroundRun(config, self.feed, save_dir=save)
