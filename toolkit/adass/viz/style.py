@@ -12,7 +12,7 @@ from typing import Any
 import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
 from bokeh.models import CustomJSTickFormatter
 
-__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "named"]
+__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "last_steps_text", "named"]
 
 WIDTH = 420
 HEIGHT = 260
@@ -48,6 +48,11 @@ return i == 0 ? Math.round(value) + 0 + " B" : value.toFixed(1) + " " + units[i]
 def byte_ticks() -> CustomJSTickFormatter:
     """A Bokeh tick formatter that writes byte counts as :func:`human_bytes` does (``1.4 MB``)."""
     return CustomJSTickFormatter(code=_BYTES_JS)
+
+
+def last_steps_text(steps: int) -> str:
+    """``'last 48 steps'`` (``'last step'`` for one): how much of a run a view shows, for its title."""
+    return "last step" if steps == 1 else f"last {steps} steps"
 
 
 def named(name: str) -> Callable[[Any, Any], None]:

@@ -6,7 +6,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from .style import HEIGHT, WIDTH, human_bytes, named
+from .style import HEIGHT, WIDTH, human_bytes, last_steps_text, named
 
 __all__ = ["link_totals", "node_layout", "server_ranks", "topology"]
 
@@ -108,5 +108,5 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
-           title=f"{kind}: {total} on the wire, last {steps} steps" if len(nodes) else "no exchange: one process",
+           title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else "no exchange: one process",
            hooks=[named("adass-topology")])  # fmt: skip

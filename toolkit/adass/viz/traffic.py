@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import TrafficRecord, columns
-from .style import HEIGHT, WIDTH, byte_ticks, named
+from .style import HEIGHT, WIDTH, byte_ticks, last_steps_text, named
 
 __all__ = ["chunk_bytes", "empty_traffic", "last_steps", "link_names", "traffic_heatmap"]
 
@@ -53,7 +53,8 @@ def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
     return hv.HeatMap(frame, ["step", "link"], hv.Dimension("wire_bytes", label="wire bytes")).opts(
         width=WIDTH, height=HEIGHT, cmap="viridis", colorbar=True, tools=["hover"], framewise=True,
         colorbar_opts={"formatter": byte_ticks()}, hooks=[named("adass-traffic")],
-        title=f"wire bytes per step and link, last {steps} steps",
+        clim=(0.0, max(float(np.nan_to_num(frame["wire_bytes"].max())), 1.0)),  # from 0: even cells read well
+        title=f"wire bytes per step and link, {last_steps_text(steps)}",
     )  # fmt: skip
 
 
@@ -78,5 +79,5 @@ def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
     return hv.Bars(frame, ["chunk", "kind"], hv.Dimension("bytes", label="bytes per step")).opts(
         width=WIDTH, height=HEIGHT, tools=["hover"], framewise=True, title=title, multi_level=False,
         cmap={"raw": "#bbbbbb", "wire": "#4c72b0"}, show_legend=True, yformatter=byte_ticks(),
-        legend_position="top_right", hooks=[named("adass-chunks")],
+        legend_position="right", hooks=[named("adass-chunks")],  # beside the bars, never over one
     )  # fmt: skip
