@@ -26,6 +26,7 @@ __all__ = [
     "Sink",
     "StepRecord",
     "TrafficRecord",
+    "DROPPED",
     "RENAMED",
     "atomic_write_bytes",
     "atomic_write_text",
