@@ -25,3 +25,27 @@ def test_every_option_has_a_widget_with_its_bounds_and_doc():
     controls.set(sampler="bogus")
     with pytest.raises(SpecError, match="--sampler"):
         controls.config()
+
+
+def test_spec_options_offer_the_registered_names_and_their_parameters():
+    from adass.codecs import CODECS
+    from adass.exchange import EXCHANGES
+    from adass.sampling import SAMPLERS
+
+    controls = ConfigControls()
+    for option, registry in (("sampler", SAMPLERS), ("codec", CODECS), ("exchange", EXCHANGES)):
+        assert controls.editors[option].name.options == registry.names()
+    sampler = controls.editors["sampler"]
+    sampler.name.value = "adass"  # picked: the entry with its defaults
+    assert controls.values()["sampler"] == "adass"
+    eps = [w for w in sampler.widgets() if w.name == "Eps"]
+    assert len(eps) == 1 and (eps[0].start, eps[0].end) == (0.0, 1.0)  # the CLI's bounds
+    sampler.values.eps = 0.3  # a parameter widget writes the spec back
+    assert controls.values()["sampler"] == "adass:eps=0.3"
+    controls.set(codec="qsgd:bits=4")  # typed text moves the widgets
+    assert controls.editors["codec"].name.value == "qsgd" and controls.editors["codec"].values.bits == 4
+    controls.set(codec="randk:ratio=0.01+qsgd:bits=8", workers=2)  # beyond one entry: text only
+    assert controls.editors["codec"].values is None
+    assert controls.config().codec.codec == "randk:ratio=0.01+qsgd:bits=8"
+    controls.set_disabled(True)
+    assert all(w.disabled for w in controls.editors["exchange"].widgets())

@@ -115,6 +115,13 @@ def test_start_runs_in_the_background_and_the_saved_run_can_be_compared(tmp_path
     (saved,) = find_runs(tmp_path)
     assert dashboard.compare.chosen.options == [saved]
     assert len(dashboard.compare.plot.object.Curve) == 1
+    assert not dashboard.link.visible  # an in-process run has no Dask cluster to link to
+    # a second run is picked in the Compare tab as soon as it is saved, beside the first
+    time.sleep(1.1)  # run ids carry the second they start
+    dashboard.start()
+    poll_until_idle(dashboard)
+    assert sorted(dashboard.compare.chosen.value) == sorted(find_runs(tmp_path))
+    assert len(dashboard.compare.plot.object.Curve) == 2
 
 
 def poll_until_idle(dashboard: Dashboard, timeout_s: float = 60.0) -> None:
@@ -149,9 +156,12 @@ def test_the_x_axis_choice_redraws_the_learning_curves():
     for record in eval_records(3):
         dashboard.feed.put(EvalDone(record))
     dashboard.poll()
+    assert plot.state.x_range.end <= 2.5
     dashboard.x_axis.value = "backprops"
     assert plot.current_frame.Curve.I.kdims[0].name == "backprops"
     assert list(plot.current_frame.Curve.I.dimension_values(0)) == [100, 200, 300]
+    # the range starts afresh from the new axis's data instead of keeping the epochs'
+    assert plot.state.x_range.start >= 90 and plot.state.x_range.end <= 310
 
 
 def image_data(n: int = 90) -> Dataset:

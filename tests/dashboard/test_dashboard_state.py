@@ -57,7 +57,11 @@ def test_state_merges_each_ranks_selection_and_takes_new_evaluations_once():
     assert state.apply([EvalDone(r) for r in eval_records(3)]) == {Part.EVALS, Part.STATUS}
     assert len(state.take_new_evals()) == 3 and len(state.take_new_evals()) == 0
     assert list(state.evals["epoch"]) == [0, 1, 2]
-    assert state.status.startswith("epoch 3 done")
+    assert state.status.startswith("epoch 2 done")  # 0-based, as the plots draw the epochs
+    state.reset(world=3, servers=1, epochs=4)
+    state.apply([EvalDone(eval_records(3)[-1])])
+    assert state.status.startswith("epoch 2 done (3 of 4)")
+    assert (state.world, state.servers) == (3, 1)
     changed = state.apply([RunError("--data: no such file"), Done("failed (x)")])
     assert changed == {Part.ERROR, Part.STATUS}
     assert state.error.startswith("--data") and state.done and state.status == "failed (x)"

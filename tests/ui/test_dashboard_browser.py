@@ -42,6 +42,42 @@ POINTS_JS = """(name) => {
 }"""
 
 
+# the threshold line of the bound histogram (a Bokeh Span): its place, or null while it is hidden
+THRESHOLD_JS = """() => {
+  for (const model of Bokeh.documents[0].all_models) {
+    if (model.name !== "adass-bounds" || !model.renderers) continue;
+    for (const a of [...model.renderers, ...(model.center || [])]) {
+      if ("dimension" in a && "location" in a && a.line_alpha > 0 && a.location !== null) return a.location;
+    }
+  }
+  return null;
+}"""
+# the samples strip of this name: how many of its pixels are not blank white, and its tick labels
+STRIP_JS = """(name) => {
+  let best = {inked: 0, labels: []};
+  for (const model of Bokeh.documents[0].all_models) {
+    if (model.name !== name || !model.renderers) continue;
+    for (const r of model.renderers) {
+      const image = r.data_source && r.data_source.data.image;
+      if (!image || !image.length) continue;
+      const pixels = image[0];
+      let inked = 0;
+      for (let i = 0; i < pixels.length; i++) { if (pixels[i] !== 0xFFFFFFFF) inked += 1; }
+      const overrides = model.below[0].major_label_overrides || {};  // a Map in BokehJS 3
+      const labels = (overrides instanceof Map ? [...overrides.values()] : Object.values(overrides)).map(String);
+      if (inked > best.inked) best = {inked: inked, labels: labels};
+    }
+  }
+  return best;
+}"""
+TITLE_JS = """(name) => {
+  for (const model of Bokeh.documents[0].all_models) {
+    if (model.name === name && model.title && model.title.text) return model.title.text;
+  }
+  return "";
+}"""
+
+
 def _unavailable(why: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"browser test cannot run in CI: {why}")
@@ -122,6 +158,11 @@ def _fill(page, option: str, value: str) -> None:
     box.press("Enter")
 
 
+def _open_card(page, title: str) -> None:
+    """Expand a collapsed card of options (codec and exchange start collapsed)."""
+    page.locator(".card-header", has_text=title).first.click()
+
+
 def _wait_for(check, timeout_s: float, what: str, server: SimpleNamespace):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -150,6 +191,8 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     # accuracy gains a point per epoch; the heatmap starts with one blank cell
     _wait_for(lambda: points("adass-test_acc") > 0 and points("adass-traffic") > 1, 150,
               "accuracy and traffic points", dashboard)  # fmt: skip
+    _wait_for(lambda: page.locator(".adass-dask-link a").count(), 60, "the Dask link", dashboard)
+    assert page.locator(".adass-dask-link a").get_attribute("href").startswith("http://127.0.0.1:")
     _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 120, "the run to finish",
               dashboard)  # fmt: skip
     _wait_for(
@@ -158,8 +201,9 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     assert page.locator(".adass-stop button").is_disabled()
     assert points("adass-test_acc") == 2 * 4  # a line and a marker per epoch
     assert points("adass-topology") > 0 and points("adass-timeline") > 0
-    link = page.locator(".adass-dask-link a").get_attribute("href")
-    assert link.startswith("http://127.0.0.1:")
+    # the Dask dashboard went with the run's cluster: its address is shown, no longer as a link
+    assert page.locator(".adass-dask-link a").count() == 0
+    assert page.locator(".adass-dask-link").get_by_text("closed with its run (was http://127.0.0.1:").count()
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
     # the finished run was saved under --runs and the Compare tab overlays it
@@ -175,3 +219,56 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     assert not alive, f"left running: {alive}"
     assert len(dashboard.seen) >= 2  # the run did use worker processes
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+
+def test_image_data_shows_its_extreme_samples_and_the_selection_threshold(browser, dashboard, tmp_path):
+    """mnist5k in this process: the samples views draw digits and the histogram its threshold."""
+    page = browser.new_page(viewport={"width": 1700, "height": 1300})
+    page.goto(dashboard.url)
+    page.locator(".adass-start button").wait_for(timeout=60_000)
+    for option, value in {"data": "mnist5k", "sampler": "adass:eps=0.2,warmup=1,final=0", "epochs": "3"}.items():
+        _fill(page, option, value)
+    page.locator(".adass-start button").click()
+    # the link to a Dask dashboard is not shown for a run without a cluster
+    assert not page.locator(".adass-dask-link").is_visible()
+    _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 240, "the run to finish",
+              dashboard)  # fmt: skip
+    page.screenshot(path=str(tmp_path / "in-process-mnist5k-finished.png"), full_page=True)
+    threshold = _wait_for(lambda: page.evaluate(THRESHOLD_JS), 30, "the threshold line", dashboard)
+    assert -6 < threshold < 3  # log10 of a bound
+    for which in ("hardest", "easiest"):
+        strip = _wait_for(lambda w=which: page.evaluate(STRIP_JS, f"adass-{w}")["inked"] > 0, 30,
+                          f"{which} images", dashboard)  # fmt: skip
+        strip = page.evaluate(STRIP_JS, f"adass-{which}")
+        assert strip["inked"] > 100 and sum("y=" in label for label in strip["labels"]) == 8
+    # switching the x axis starts the range afresh (epochs 0..2 -> backprops in the thousands)
+    page.locator(".adass-x-axis select").select_option(label="backprops")
+    _wait_for(lambda: "backprops" in page.evaluate(TITLE_JS, "adass-test_acc"), 30, "the new x axis", dashboard)
+    page.screenshot(path=str(tmp_path / "in-process-mnist5k.png"), full_page=True)
+    assert "DynamicMap must only contain one type" not in dashboard.log.read_text()
+    assert "Traceback" not in dashboard.log.read_text()
+    page.close()
+
+
+def test_a_parameter_server_run_is_drawn_as_a_star_with_its_codec(browser, dashboard, tmp_path):
+    page = browser.new_page(viewport={"width": 1700, "height": 1300})
+    page.goto(dashboard.url)
+    page.locator(".adass-start button").wait_for(timeout=60_000)
+    for option, value in TINY.items():
+        _fill(page, option, value)
+    _open_card(page, "exchange")
+    _open_card(page, "codec")
+    _fill(page, "exchange", "ps:servers=1")
+    _fill(page, "codec", "qsgd:bits=4")
+    page.locator(".adass-start button").click()
+    # a star from the first drawing on: the run's configuration says there is a server
+    _wait_for(lambda: page.evaluate(TITLE_JS, "adass-topology").startswith("PS star"), 150, "the star", dashboard)
+    _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 150, "the run to finish",
+              dashboard)  # fmt: skip
+    chunks = _wait_for(lambda: "wire/raw" in page.evaluate(TITLE_JS, "adass-chunks") and
+                       page.evaluate(TITLE_JS, "adass-chunks"), 30, "the chunk bytes", dashboard)  # fmt: skip
+    ratio = float(chunks.split("wire/raw ")[1].rstrip(")"))
+    assert ratio < 0.6  # 4-bit pushes, fp32 pulls
+    assert page.evaluate(TITLE_JS, "adass-topology").endswith("steps")
+    page.screenshot(path=str(tmp_path / "ps.png"), full_page=True)
+    page.close()

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 from bokeh.models import ColumnDataSource
-from synthetic_records import ps_traffic, ring_traffic, selection_frame
+from synthetic_records import eval_records, ps_traffic, ring_traffic, selection_frame
 
 from adass.data import Dataset
 from adass.viz import (
@@ -180,14 +180,67 @@ def test_timeline_lays_each_ranks_phases_end_to_end(steps):
     assert set(rank1["phase"]) == {"compute", "encode", "comm", "decode"}  # zero-length waits are dropped
     assert rank1["end_s"].max() == pytest.approx(5 * (0.01 + 0.002 + 0.010 + 0.001))
     view = worker_timeline(steps, last_steps=5)
-    assert [layer.label for layer in view] == ["compute", "encode", "comm", "decode", "wait"]
+    assert [layer.label for layer in view] == ["compute", "encode", "comm", "decode"]
     hv.render(view), hv.render(worker_timeline(steps.iloc[:0]))
 
 
 def test_saved_runs_overlay_one_curve_each(evals):
     view = overlay_runs(
-        {"a": evals, "b": evals.assign(test_acc=evals["test_acc"] - 0.1)}, "test_acc", "wall_s"
+        {"a": evals, "b": evals.assign(test_acc=evals["test_acc"] - 0.1)}, "test_acc", "train_s"
     )
     curves = view.Curve
     assert {c.label for c in curves} == {"a", "b"}
     assert hv.render(view).name == "adass-compare"
+
+
+def test_standardized_images_are_drawn_at_the_loaders_scale_and_an_empty_strip_renders(selection):
+    from adass.data import standardize
+
+    pixels = torch.rand(300, 1, 6, 4) * 0.5  # a loader's [0, 1] scale
+    raw = Dataset("toy", pixels, torch.arange(300) % 3, pixels[:10], torch.zeros(10, dtype=torch.long),
+                  (1, 6, 4), 3)  # fmt: skip
+    data = standardize(raw, "on")
+    assert float(data.x_train.min()) < 0  # standardized: clipping would lose the dark half
+    hardest = extreme_ids(selection, k=5)[1]
+    strip = extreme_samples(selection, data, k=5, which="hardest")
+    first = int(hardest["sample_id"].iloc[0])
+    np.testing.assert_allclose(strip.data[:, :4, 0], pixels[first, 0].numpy(), atol=1e-5)
+    # before any epoch: a blank strip that Bokeh still draws, with one tick saying why
+    empty = extreme_samples(selection.iloc[:0], data, which="easiest")
+    assert isinstance(empty, hv.RGB) and empty.opts.get().kwargs["xticks"] == [(0.5, "no epoch yet")]
+    hv.render(empty)
+
+
+def test_a_parameter_server_is_a_star_from_the_configuration_before_any_push():
+    # epoch 0 of a PS run, before a push was sampled: the configuration already says who the server is
+    view = topology(empty_traffic(), world=4, servers=1)
+    nodes = view.Points.II
+    roles = dict(zip(nodes.dimension_values("name"), nodes.dimension_values("role"), strict=True))
+    assert roles == {"r0": "replica", "r1": "replica", "r2": "replica", "ps3": "server"}
+    assert view.opts.get().kwargs["title"].startswith("PS star")
+    ring = topology(ring_traffic(world=3), world=3, servers=0)
+    title = ring.opts.get().kwargs["title"]
+    steps = ring_traffic(world=3)["step"].nunique()
+    assert title.startswith("ring") and title.endswith(f"last {steps} steps")
+
+
+def test_byte_axes_and_colour_bars_read_as_bytes_and_shares_span_0_to_1(evals):
+    from bokeh.models import ColorBar, CustomJSTickFormatter, Legend
+
+    heat = hv.render(traffic_heatmap(ring_traffic(world=3)))
+    (bar,) = heat.select(type=ColorBar)
+    assert isinstance(bar.formatter, CustomJSTickFormatter) and '"MB"' in bar.formatter.code
+    chunks = hv.render(chunk_bytes(ring_traffic(world=3, ratio=0.25)))
+    assert isinstance(chunks.yaxis[0].formatter, CustomJSTickFormatter)
+    (legend,) = chunks.select(type=Legend)
+    assert legend.items  # which bars are raw and which are wire
+    wire = hv.render(learning_curve(evals, x="wire_bytes"))
+    assert isinstance(wire.xaxis[0].formatter, CustomJSTickFormatter)
+    accuracy = hv.render(learning_curve(evals.iloc[:1]))  # one epoch: still a 0-1 axis, not 0-2
+    assert (accuracy.y_range.start, accuracy.y_range.end) == (0.0, 1.02)
+
+
+def test_the_loss_plot_shows_the_first_epoch_as_dots():
+    one = pd.DataFrame([vars(eval_records(1)[0])])
+    view = loss_curves(one)
+    assert [len(s) for s in view.Scatter] == [1, 1]  # a line of one point draws nothing; a dot does

@@ -15,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from .provenance import provenance
+
 __all__ = [
     "EvalRecord",
     "MemorySink",
@@ -24,14 +26,28 @@ __all__ = [
     "Sink",
     "StepRecord",
     "TrafficRecord",
+    "DROPPED",
+    "RENAMED",
     "atomic_write_bytes",
     "atomic_write_text",
     "load_run",
+    "upgrade",
 ]
 
 
 @dataclass
 class StepRecord:
+    """One optimizer step of one replica (``steps.parquet``).
+
+    ``epoch`` and ``step`` count from 0; ``step`` runs on across epochs. ``samples`` were
+    backpropagated in the local batch and ``loss`` is their mean. Times are this replica's, in
+    the order the step runs them: ``compute_s`` forward and backward; ``encode_s`` codec work
+    before and between hops (encode, add, re-encode); ``comm_s`` the rest of the exchange's wall
+    time, which is not encode or decode: sending, receiving and waiting for peers (a fast replica
+    waits for the slowest one here), framing and copies; ``decode_s`` turning the final payloads
+    into the averaged gradient. A run in one process has no exchange: all three are 0.
+    """
+
     run: str
     epoch: int
     step: int
@@ -42,15 +58,25 @@ class StepRecord:
     encode_s: float = 0.0
     comm_s: float = 0.0
     decode_s: float = 0.0
-    wait_s: float = 0.0
 
 
 @dataclass
 class TrafficRecord:
+    """One message delivered by the exchange (``traffic.parquet``).
+
+    ``phase`` is push, pull (parameter server), reduce_scatter, all_gather (ring) or scale (the
+    ring's shared-scale agreement); ``hop`` its hop within the phase; ``src`` and ``dst`` ranks (PS shards
+    are ranks after the replicas); ``chunk`` the gradient chunk. ``raw_bytes`` is what the values
+    would take in fp32, ``wire_bytes`` the encoded payload. ``seconds`` is measured: from the send
+    (or, without a stamp from the sender, the posted receive) to the delivery at ``dst``, queueing
+    behind earlier messages included. ``sim_seconds`` is modelled: what ``--link`` (latency plus
+    bytes over bandwidth) says the message takes, 0 without a link model.
+    """
+
     run: str
     epoch: int
     step: int
-    phase: str  # count | scale | push | reduce_scatter | all_gather | pull
+    phase: str  # scale | push | reduce_scatter | all_gather | pull (adass.exchange.transport.PHASES)
     hop: int
     src: int
     dst: int
@@ -63,6 +89,13 @@ class TrafficRecord:
 
 @dataclass
 class SelectionRecord:
+    """One sample of one replica's shard in one epoch (``selection.parquet``).
+
+    ``sample_id`` is the sample's position in the training split; ``bound`` its score when the
+    epoch's selection was made (the ADASS gradient-norm bound, the last loss for other
+    policies; ``inf`` never visited, NaN unknown); ``kept`` whether the epoch visits it.
+    """
+
     run: str
     epoch: int
     rank: int
@@ -73,9 +106,18 @@ class SelectionRecord:
 
 @dataclass
 class EvalRecord:
+    """The end of one epoch (``eval.parquet``), with the run's running totals.
+
+    ``train_s`` is training time so far, evaluation and set-up excluded (so policies compare
+    fairly); ``backprops`` and ``forwards`` count sample passes over all replicas; ``wire_bytes``
+    all bytes exchanged so far; ``train_loss`` the epoch's sample-weighted mean training loss;
+    ``test_loss`` and ``test_acc`` on the test split; ``kept_frac`` the share of the training set
+    the epoch visited.
+    """
+
     run: str
     epoch: int
-    wall_s: float
+    train_s: float
     backprops: int
     forwards: int
     wire_bytes: int
@@ -93,8 +135,21 @@ RECORD_FILES: dict[type, str] = {
 }
 
 
+#: Columns that older runs wrote under another name (renamed on load) or no longer write (dropped).
+RENAMED: dict[type, dict[str, str]] = {EvalRecord: {"wall_s": "train_s"}}
+DROPPED: dict[type, tuple[str, ...]] = {StepRecord: ("wait_s",)}
+
+
 def columns(kind: type) -> list[str]:
+    """The column names of a record kind, in order."""
     return [f.name for f in fields(kind)]
+
+
+def upgrade(kind: type, frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame of ``kind`` read from an older run, with today's column names."""
+    old = RENAMED.get(kind, {})
+    frame = frame.rename(columns={k: v for k, v in old.items() if v not in frame.columns})
+    return frame.drop(columns=[c for c in DROPPED.get(kind, ()) if c in frame.columns])
 
 
 @runtime_checkable
@@ -154,6 +209,9 @@ class MemorySink:
 class ParquetSink(MemorySink):
     """Collects records in memory and writes ``DIR/<kind>.parquet`` on ``flush``/``close``.
 
+    With ``config``, ``DIR/config.json`` is written at once, with the package version and git
+    commit that made the run under ``"adass"`` (see :func:`adass.provenance.provenance`).
+
     Every file is written atomically (temp file, then rename), so a crashed run never leaves a
     half-written Parquet file behind.
     """
@@ -163,6 +221,7 @@ class ParquetSink(MemorySink):
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:
+            config = {**config, "adass": config.get("adass", provenance())}  # which code made the run
             atomic_write_text(self.out_dir / "config.json", json.dumps(config, indent=2, default=str))
 
     def resume(self) -> None:
@@ -170,7 +229,7 @@ class ParquetSink(MemorySink):
         for kind, filename in RECORD_FILES.items():
             path = self.out_dir / filename
             if path.exists():
-                self.frames[kind] = [pd.read_parquet(path)]
+                self.frames[kind] = [upgrade(kind, pd.read_parquet(path))]
                 self.records[kind] = []
 
     def flush(self) -> None:
@@ -211,11 +270,14 @@ def _atomic_parquet(frame: pd.DataFrame, path: Path) -> None:
 
 
 def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """Read a run directory: ``{"config": dict, "eval": DataFrame, "steps": ..., ...}``."""
+    """Read a run directory: ``{"config": dict, "eval": DataFrame, "steps": ..., ...}``.
+
+    Runs written by older versions read with today's column names (see :data:`RENAMED`).
+    """
     run_dir = Path(run_dir)
     out: dict[str, Any] = {"config": json.loads((run_dir / "config.json").read_text())}
     for kind, filename in RECORD_FILES.items():
         path = run_dir / filename
         key = filename.removesuffix(".parquet")
-        out[key] = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=columns(kind))
+        out[key] = upgrade(kind, pd.read_parquet(path)) if path.exists() else pd.DataFrame(columns=columns(kind))
     return out

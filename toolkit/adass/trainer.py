@@ -69,7 +69,7 @@ def train(
     Returns
     -------
     RunResult
-        ``wall_s`` in records is training time only (evaluation excluded), so policies compare fairly.
+        ``train_s`` in records is training time only (evaluation excluded), so policies compare fairly.
     """
     if replicas:
         return simulate_run(config, replicas, sink=sink, progress=progress, stop=stop, dataset=dataset,
@@ -91,18 +91,20 @@ def train(
             break
         start = time.perf_counter()
         plan = engine.plan(epoch)
+        c.train_s += time.perf_counter() - start
+        if selection_records:  # as selected, before the epoch trains (a live page shows it at once)
+            sink.write_frame(
+                SelectionRecord, pd.DataFrame({"run": run_id, **engine.selection_columns(epoch)})
+            )
+        start = time.perf_counter()
         report = engine.run_epoch(plan, on_step=write_step, stop=should_stop, selection_records=False)
         c.train_s += time.perf_counter() - start
         if len(report.steps) < plan.steps:  # stopped within the epoch: no evaluation of half an epoch
             stopped = True
             break
-        if selection_records:
-            sink.write_frame(
-                SelectionRecord, pd.DataFrame({"run": run_id, **engine.selection_columns(epoch)})
-            )
         test_loss, test_acc = engine.evaluate()
         record = EvalRecord(
-            run=run_id, epoch=epoch, wall_s=c.train_s, backprops=c.backprops, forwards=c.forwards, wire_bytes=0,
+            run=run_id, epoch=epoch, train_s=c.train_s, backprops=c.backprops, forwards=c.forwards, wire_bytes=0,
             train_loss=float(sum(report.losses) / max(1, len(report.losses))), test_loss=test_loss,
             test_acc=test_acc, kept_frac=plan.kept[0] / max(1, ds.n_train),
         )  # fmt: skip

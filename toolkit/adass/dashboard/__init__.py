@@ -23,6 +23,7 @@ from .messages import (
 from .page import Dashboard
 from .runner import BackgroundRun, new_run_id, run_world
 from .serve import app_options, app_path, build_app, serve_dashboard
+from .spec_editor import SpecEditor
 from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
 
@@ -46,6 +47,7 @@ __all__ = [
     "RunError",
     "SelectionFrame",
     "Source",
+    "SpecEditor",
     "Status",
     "StepRows",
     "StopRun",

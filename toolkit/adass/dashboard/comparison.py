@@ -54,6 +54,7 @@ class RunComparison:
         if self.runs_dir is None:
             self._say("Start the dashboard with --runs DIR to compare saved runs.")
             return
+        known = set(self.runs)
         try:
             self.runs = find_runs(self.runs_dir)
             descriptions = load_descriptions(self.runs)
@@ -63,7 +64,9 @@ class RunComparison:
             return
         self.evals = {k: v for k, v in self.evals.items() if k in self.runs}
         self.table.object = pd.DataFrame({"run": list(descriptions), "what": list(descriptions.values())})
-        chosen = [c for c in self.chosen.value if c in self.runs] or list(self.runs)[:4]
+        # keep the choice, and add the runs saved since the last look (a run just finished shows at once)
+        new = [name for name in self.runs if name not in known] if known else []
+        chosen = [c for c in self.chosen.value if c in self.runs] + new or list(self.runs)[:4]
         self.chosen.param.update(options=list(self.runs), value=chosen)
         if not self.runs:
             self._say(f"No saved runs under {self.runs_dir} yet.")

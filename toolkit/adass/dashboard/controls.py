@@ -13,8 +13,12 @@ import panel as pn
 import param
 
 from ..config import SECTIONS, RunConfig, allowed_text, options, registry_for
+from .spec_editor import SpecEditor, widget_type
 
-__all__ = ["ConfigControls", "widget_spec"]
+__all__ = ["EDITED", "ConfigControls", "widget_spec"]
+
+#: spec options that also get a name picker and parameter widgets (see :class:`SpecEditor`)
+EDITED = ("sampler", "codec", "exchange")
 
 
 def widget_spec(option: str, p: param.Parameter) -> dict[str, Any]:
@@ -26,17 +30,8 @@ def widget_spec(option: str, p: param.Parameter) -> dict[str, Any]:
         doc = f"{doc}; one of {'|'.join(registry.names())}"
     elif not isinstance(p, param.String):
         doc = f"{doc}; {allowed_text(p)}"
-    spec: dict[str, Any] = {"css_classes": css, "description": doc}
-    if isinstance(p, param.Integer):
-        spec["type"] = pn.widgets.IntInput
-    elif isinstance(p, param.Number):
-        spec["type"] = pn.widgets.FloatInput
-    elif isinstance(p, param.Selector):
-        spec["type"] = pn.widgets.Select
-    elif isinstance(p, param.Boolean):
-        spec["type"] = pn.widgets.Checkbox
-    else:
-        spec["type"] = pn.widgets.TextInput
+    spec: dict[str, Any] = {"css_classes": css, "description": doc, "type": widget_type(p)}
+    if spec["type"] is pn.widgets.TextInput:
         spec["placeholder"] = "(empty)" if not p.default else str(p.default)
     return spec
 
@@ -55,6 +50,7 @@ class ConfigControls:
         defaults = dict(defaults or {})
         self.sections: dict[str, param.Parameterized] = {}
         self.panes: dict[str, pn.Param] = {}
+        self.editors: dict[str, SpecEditor] = {}
         for name, section in SECTIONS.items():
             mine = {k: defaults[k] for k in options(section) if k in defaults}
             self.sections[name] = section(**mine)
@@ -63,6 +59,9 @@ class ConfigControls:
                 self.sections[name], parameters=list(specs), widgets=specs, show_name=False,
                 default_layout=pn.Column, sizing_mode="stretch_width",
             )  # fmt: skip
+            for option in specs:
+                if option in EDITED:
+                    self.editors[option] = SpecEditor(self.sections[name], option, registry_for(option))
 
     def values(self) -> dict[str, Any]:
         """Every option's current value, flat."""
@@ -83,7 +82,8 @@ class ConfigControls:
         """One collapsible card per section; codec and exchange start collapsed."""
         cards = [
             pn.Card(
-                pane,
+                pn.Column(pane, *(e.view() for k, e in self.editors.items() if k in pane.parameters),
+                          sizing_mode="stretch_width"),  # fmt: skip
                 title=name,
                 collapsed=name in ("codec", "exchange"),
                 sizing_mode="stretch_width",
@@ -97,4 +97,7 @@ class ConfigControls:
         """Freeze the widgets while a run goes on (its configuration is fixed at Start)."""
         for pane in self.panes.values():
             for widget in pane.layout.select(pn.widgets.Widget):
+                widget.disabled = disabled
+        for editor in self.editors.values():
+            for widget in editor.widgets():
                 widget.disabled = disabled

@@ -32,6 +32,8 @@ __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 
+_NO_LINK = "Dask dashboard: starts with the run's cluster"
+
 
 class Dashboard:
     """One page's controls, run and views.
@@ -116,9 +118,7 @@ class Dashboard:
                                         visible=self.runs_dir is not None)  # fmt: skip
         self.status = pn.pane.Markdown("**status:** idle", css_classes=["adass-status"], margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="danger", visible=False, css_classes=["adass-error"])
-        self.link = pn.pane.HTML(
-            "Dask dashboard: (starts with a distributed run)", css_classes=["adass-dask-link"]
-        )
+        self.link = pn.pane.HTML(_NO_LINK, css_classes=["adass-dask-link"], visible=False)
 
     # -- actions -----------------------------------------------------------------------------
     def start(self, event: Any = None) -> None:
@@ -132,7 +132,8 @@ class Dashboard:
             self._show_error(str(err))
             return
         self.alert.visible = False
-        self.clear(world)
+        servers = world - config.cluster.workers if world else 0  # the ranks that are not replicas
+        self.clear(world, servers, config.optim.epochs)
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
         self.run = BackgroundRun(config, self.feed, save_dir=save)
@@ -141,9 +142,14 @@ class Dashboard:
         self._set_running(True)
         self.status.object = f"**status:** starting {html.escape(self.run.run_id)}"
 
-    def clear(self, world: int = 0) -> None:
-        """Forget the previous run; the views show the empty state at the next poll."""
-        self.state.reset(world)
+    def clear(self, world: int = 0, servers: int = 0, epochs: int = 0) -> None:
+        """Forget the previous run; the views show the empty state at the next poll.
+
+        ``world``, ``servers`` and ``epochs`` describe the next run (see :meth:`LiveState.reset`).
+        """
+        self.state.reset(world, servers, epochs)
+        # a Dask link only while a distributed run has its cluster
+        self.link.param.update(object=_NO_LINK, visible=world > 0)
         for source in self.sources:
             if source.refresh is Refresh.APPEND:
                 self.streams[source.name].clear()
@@ -195,6 +201,9 @@ class Dashboard:
         self.state.done = False
         if self.run is not None:
             self.run.join(5.0)  # its last message is sent from the thread's final lines
+        if self.state.dashboard_link:  # the run's cluster is gone with it: no dead link to follow
+            url = html.escape(self.state.dashboard_link)
+            self.link.object = f"Dask dashboard: closed with its run (was {url})"
         self._set_running(False)
         if self.save.value and self.runs_dir is not None:
             self.compare.reload()

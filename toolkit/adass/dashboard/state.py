@@ -69,9 +69,19 @@ class LiveState:
         self.max_steps, self.max_traffic_steps = max_steps, max_traffic_steps
         self.reset()
 
-    def reset(self, world: int = 0) -> None:
-        """Forget the previous run; the next one has ``world`` ranks (0: it trains in this process)."""
-        self.world = world
+    def reset(self, world: int = 0, servers: int = 0, epochs: int = 0) -> None:
+        """Forget the previous run.
+
+        Parameters
+        ----------
+        world : int
+            Ranks of the next run, replicas and Parameter Server shards (0: it trains in this process).
+        servers : int
+            How many of them are PS shards (the last ones); 0 for a ring.
+        epochs : int
+            Epochs the run will train (0: not known).
+        """
+        self.world, self.servers, self.epochs = world, servers, epochs
         self.evals = empty_evals()
         self.new_evals: list[dict[str, Any]] = []
         self.steps = _empty_steps()
@@ -113,7 +123,9 @@ class LiveState:
     def _(self, message: EvalDone) -> set[Part]:
         row = asdict(message.record)
         self.new_evals.append(row)
-        self.status = f"epoch {row['epoch'] + 1} done, test accuracy {row['test_acc']:.3f}"
+        epoch = int(row["epoch"])  # 0-based, as the plots draw it
+        of = f" ({epoch + 1} of {self.epochs})" if self.epochs else ""
+        self.status = f"epoch {epoch} done{of}, test accuracy {row['test_acc']:.3f}"
         return {Part.EVALS, Part.STATUS}
 
     @_take.register
@@ -162,6 +174,11 @@ class LiveState:
         self.done = True
         self.status = message.outcome
         return {Part.STATUS}
+
+    def all_evals(self) -> pd.DataFrame:
+        """Every EvalRecord so far, the new ones included (what a Pipe is sent)."""
+        self.take_new_evals()
+        return self.evals
 
     def take_new_evals(self) -> pd.DataFrame:
         """EvalRecords that arrived since the last call (what a Buffer is sent), also kept in ``evals``."""

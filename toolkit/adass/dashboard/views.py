@@ -107,13 +107,15 @@ def _images(data: tuple[Any, Dataset | None]) -> bool:
     return data[1] is not None and data[1].is_image
 
 
-EVALS = Source("evals", LiveState.take_new_evals, frozenset({Part.EVALS}), Refresh.APPEND)
+# the evaluations are few (one row per epoch), so each change sends them all: a streamed (APPEND) plot
+# keeps its x range when the x axis changes, and holds its drawing once that range was updated
+EVALS = Source("evals", LiveState.all_evals, frozenset({Part.EVALS}), Refresh.CHANGED)
 SELECTION = Source("selection", lambda s: s.selection, frozenset({Part.SELECTION}), Refresh.CHANGED)
 GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHANGED)
 SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),
                  Refresh.CHANGED)  # fmt: skip
 TRAFFIC = Source("traffic", lambda s: s.traffic, frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
-LINKS = Source("links", lambda s: (s.traffic, s.world), frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
+LINKS = Source("links", lambda s: (s.traffic, s.world, s.servers), frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
 STEPS = Source("steps", lambda s: s.steps, frozenset({Part.STEPS}), Refresh.THROTTLED)
 
 #: The live views, in page order.

@@ -107,12 +107,16 @@ class Engine:
         self.split, self.run_id = split, run_id
         self.rank, self.world = self.agreement.rank, self.agreement.world
         self.selection = None
+        self.selection_bounds: torch.Tensor | None = None  # (n,) scores the last selection was made from
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
     def plan(self, epoch: int) -> EpochPlan:
         """Choose this epoch's samples and agree with the other replicas on the epoch's steps."""
         self.selection = self.state.sampler.select(epoch)
+        # the scores as the selection saw them: training the epoch moves them on, which would put
+        # dropped samples above kept ones in the epoch's records
+        self.selection_bounds = self.state.sampler.bounds().double()
         mine = len(self.selection)
         kept = [int(k) for k in torch.cat(self.agreement.gather(torch.tensor([float(mine)])))]
         batch_size = self.state.config.optim.batch_size
@@ -203,13 +207,14 @@ class Engine:
         return row, traffic
 
     def selection_columns(self, epoch: int) -> dict[str, list]:
-        """Every sample of this replica this epoch: its id in the dataset, bound and kept flag."""
+        """Every sample of this replica this epoch: its id in the dataset, its bound when the epoch's
+        selection was made (see :meth:`plan`) and its kept flag."""
         s = self.state
         kept = torch.zeros(s.n, dtype=torch.bool)
         kept[self.selection.indices] = True
         return {
             "epoch": [epoch] * s.n, "rank": [self.rank] * s.n, "sample_id": s.indices.tolist(),
-            "bound": s.sampler.bounds().double().tolist(), "kept": kept.tolist(),
+            "bound": self.selection_bounds.tolist(), "kept": kept.tolist(),
         }  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:

@@ -49,7 +49,7 @@ def epoch_eval(
     totals["train_s"] += epoch_s
     samples = sum(r["samples"] for r in reports)
     return EvalRecord(
-        run=run_id, epoch=epoch, wall_s=totals["train_s"], backprops=int(totals["backprops"]),
+        run=run_id, epoch=epoch, train_s=totals["train_s"], backprops=int(totals["backprops"]),
         forwards=int(totals["forwards"]), wire_bytes=int(totals["wire_bytes"]),
         train_loss=sum(r["loss_sum"] for r in reports) / max(1, samples), test_loss=test[0], test_acc=test[1],
         kept_frac=samples / max(1, n_train),

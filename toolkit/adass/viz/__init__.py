@@ -8,9 +8,9 @@ thread or runs training (the live page is :mod:`adass.dashboard`).
 from .curves import METRICS, X_AXES, kept_fraction, learning_curve, loss_curves
 from .raster import KeptGrid, aggregate_rows, kept_raster
 from .runs import describe_run, find_runs, load_descriptions, load_evals, overlay_runs
-from .samples import extreme_ids, extreme_samples, montage
+from .samples import display_pixels, extreme_ids, extreme_samples, montage
 from .selection import bound_histogram, latest_epoch, selection_threshold
-from .style import human_bytes
+from .style import byte_ticks, human_bytes
 from .timeline import step_phases, worker_timeline
 from .topology import link_totals, node_layout, server_ranks, topology
 from .traffic import chunk_bytes, link_names, traffic_heatmap
@@ -21,8 +21,10 @@ __all__ = [
     "KeptGrid",
     "aggregate_rows",
     "bound_histogram",
+    "byte_ticks",
     "chunk_bytes",
     "describe_run",
+    "display_pixels",
     "extreme_ids",
     "extreme_samples",
     "find_runs",

@@ -6,14 +6,14 @@ import holoviews as hv
 import pandas as pd
 
 from ..metrics import EvalRecord, columns
-from .style import HEIGHT, WIDTH, named
+from .style import HEIGHT, WIDTH, byte_ticks, named
 
-__all__ = ["METRICS", "X_AXES", "empty_evals", "kept_fraction", "learning_curve", "loss_curves"]
+__all__ = ["FRACTIONS", "METRICS", "X_AXES", "axis_opts", "empty_evals", "kept_fraction", "learning_curve", "loss_curves"]
 
 #: x axes every learning curve can be drawn against (column -> axis label).
 X_AXES: dict[str, str] = {
     "epoch": "epoch",
-    "wall_s": "wall time (s)",
+    "train_s": "training time (s)",
     "backprops": "backprops",
     "wire_bytes": "wire bytes",
 }
@@ -33,8 +33,20 @@ def empty_evals() -> pd.DataFrame:
     return frame.astype({"run": "object"})
 
 
+#: metrics that are shares, drawn on a fixed 0-1 axis
+FRACTIONS = ("test_acc", "kept_frac")
+
+
 def _dims(x: str, y: str) -> tuple[hv.Dimension, hv.Dimension]:
     return hv.Dimension(x, label=X_AXES.get(x, x)), hv.Dimension(y, label=METRICS.get(y, y))
+
+
+def axis_opts(x: str, y: str | None = None) -> dict:
+    """Plot options for ``x`` and ``y``: byte ticks on a byte axis, a 0-1 range for a share."""
+    opts: dict = {"xformatter": byte_ticks()} if x.endswith("_bytes") else {}
+    if y in FRACTIONS:
+        opts["ylim"] = (0.0, 1.02)
+    return opts
 
 
 def learning_curve(evals: pd.DataFrame, y: str = "test_acc", x: str = "epoch", label: str = "") -> hv.Overlay:
@@ -56,17 +68,20 @@ def learning_curve(evals: pd.DataFrame, y: str = "test_acc", x: str = "epoch", l
     curve = hv.Curve(data, xd, yd, label=label).opts(tools=["hover"], framewise=True)
     dots = hv.Scatter(data, xd, yd, label=label).opts(size=5, tools=["hover"], framewise=True)
     return (curve * dots).opts(width=WIDTH, height=HEIGHT, title=f"{METRICS.get(y, y)} vs {X_AXES.get(x, x)}",
-                               hooks=[named(f"adass-{y}")])  # fmt: skip
+                               hooks=[named(f"adass-{y}")], **axis_opts(x, y))  # fmt: skip
 
 
 def loss_curves(evals: pd.DataFrame, x: str = "epoch") -> hv.Overlay:
-    """Train and test loss of one run against ``x``."""
+    """Train and test loss of one run against ``x``: lines with a marker per epoch (one epoch is a dot)."""
     xd, _ = _dims(x, "train_loss")
     data = evals if len(evals) else empty_evals()
-    train = hv.Curve(data, xd, "train_loss", label="train").opts(tools=["hover"], framewise=True)
-    test = hv.Curve(data, xd, "test_loss", label="test").opts(tools=["hover"], framewise=True)
-    return (train * test).opts(width=WIDTH, height=HEIGHT, ylabel="cross-entropy", legend_position="top_right",
-                               title=f"loss vs {X_AXES.get(x, x)}", hooks=[named("adass-loss")])  # fmt: skip
+    layers = []
+    for column, label, color in (("train_loss", "train", "#4c72b0"), ("test_loss", "test", "#dd8452")):
+        layers.append(hv.Curve(data, xd, column, label=label).opts(tools=["hover"], framewise=True, color=color))
+        layers.append(hv.Scatter(data, xd, column, label=label).opts(size=5, framewise=True, color=color))
+    return hv.Overlay(layers).opts(width=WIDTH, height=HEIGHT, ylabel="cross-entropy", legend_position="top_right",
+                                   title=f"loss vs {X_AXES.get(x, x)}", hooks=[named("adass-loss")],
+                                   **axis_opts(x))  # fmt: skip
 
 
 def kept_fraction(evals: pd.DataFrame) -> hv.Overlay:
@@ -75,5 +90,5 @@ def kept_fraction(evals: pd.DataFrame) -> hv.Overlay:
     xd, yd = _dims("epoch", "kept_frac")
     curve = hv.Curve(data, xd, yd).opts(tools=["hover"], framewise=True)
     dots = hv.Scatter(data, xd, yd).opts(size=5, framewise=True)
-    return (curve * dots).opts(width=WIDTH, height=HEIGHT, ylim=(0, 1.05), title="kept fraction per epoch",
+    return (curve * dots).opts(width=WIDTH, height=HEIGHT, ylim=(0, 1.02), title="kept fraction per epoch",
                                hooks=[named("adass-kept")])  # fmt: skip

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
+from bokeh.models import CustomJSTickFormatter
 
-__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "human_bytes", "named"]
+__all__ = ["HEIGHT", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "last_steps_text", "named"]
 
 WIDTH = 420
 HEIGHT = 260
@@ -22,7 +23,6 @@ PHASE_COLORS: dict[str, str] = {
     "encode": "#dd8452",
     "comm": "#c44e52",
     "decode": "#8172b3",
-    "wait": "#bbbbbb",
 }
 
 
@@ -34,6 +34,25 @@ def human_bytes(n: float) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{value:.1f} TB"
+
+
+#: JavaScript twin of :func:`human_bytes`, for axis ticks and colour bars drawn in the browser
+_BYTES_JS = """
+const units = ["B", "kB", "MB", "GB", "TB"];
+let value = tick, i = 0;
+while (Math.abs(value) >= 1000 && i < units.length - 1) { value /= 1000; i += 1; }
+return i == 0 ? Math.round(value) + 0 + " B" : value.toFixed(1) + " " + units[i];  // + 0: no "-0 B"
+"""
+
+
+def byte_ticks() -> CustomJSTickFormatter:
+    """A Bokeh tick formatter that writes byte counts as :func:`human_bytes` does (``1.4 MB``)."""
+    return CustomJSTickFormatter(code=_BYTES_JS)
+
+
+def last_steps_text(steps: int) -> str:
+    """``'last 48 steps'`` (``'last step'`` for one): how much of a run a view shows, for its title."""
+    return "last step" if steps == 1 else f"last {steps} steps"
 
 
 def named(name: str) -> Callable[[Any, Any], None]:

@@ -1,4 +1,4 @@
-"""A per-worker timeline of the last steps: compute, encode, comm, decode and wait, end to end."""
+"""A per-worker timeline of the last steps: compute, encode, comm and decode, end to end."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def step_phases(steps: pd.DataFrame, last_steps: int = 30) -> pd.DataFrame:
     """One rectangle per rank, step and phase: ``rank, step, phase, start_s, end_s``.
 
     Each rank's last ``last_steps`` steps are laid end to end from 0 in step order, every step's phases
-    in the order it runs them (the columns ``compute_s`` .. ``wait_s`` of StepRecord).
+    in the order it runs them (the columns ``compute_s`` .. ``decode_s`` of StepRecord).
     """
     parts = []
     for rank, rows in steps.groupby("rank", sort=True):

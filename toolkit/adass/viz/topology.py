@@ -6,7 +6,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from .style import HEIGHT, WIDTH, human_bytes, named
+from .style import HEIGHT, WIDTH, human_bytes, last_steps_text, named
 
 __all__ = ["link_totals", "node_layout", "server_ranks", "topology"]
 
@@ -67,15 +67,18 @@ def _edges(totals: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.Da
     )
 
 
-def topology(traffic: pd.DataFrame, world: int | None = None) -> hv.Overlay:
+def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | None = None) -> hv.Overlay:
     """Ring (replicas in rank order) or star (replicas around PS shards) with wire bytes per link.
 
     Parameters
     ----------
     traffic : DataFrame
-        TrafficRecord rows; totals are over all rows given.
+        TrafficRecord rows; totals are over all rows given (the title says over how many steps).
     world : int, optional
-        Ranks to draw before any traffic has arrived.
+        Ranks to draw before any traffic has arrived (replicas and servers).
+    servers : int, optional
+        Parameter Server shards among them, from the run's configuration: the last ``servers``
+        ranks of ``world`` (0: a ring). Without it the servers are told from the traffic.
 
     Returns
     -------
@@ -84,14 +87,18 @@ def topology(traffic: pd.DataFrame, world: int | None = None) -> hv.Overlay:
         direction of travel, so both directions of a link can be read), and the ranks as nodes.
     """
     totals = link_totals(traffic)
-    servers = server_ranks(traffic)
+    if servers is not None and world:
+        shards = list(range(world - servers, world))
+    else:
+        shards = server_ranks(traffic)
     ranks = sorted(set(totals["src"]) | set(totals["dst"]) | set(range(world or 0)))
-    nodes = node_layout([int(r) for r in ranks], servers)
+    nodes = node_layout([int(r) for r in ranks], shards)
     where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
     totals = totals[totals["src"].isin(where) & totals["dst"].isin(where)]
     edges = _edges(totals, where)
-    kind = "star (parameter server)" if servers else "ring"
+    kind = "PS star" if shards else "ring"
     total = human_bytes(totals["wire_bytes"].sum()) if len(totals) else "0 B"
+    steps = int(traffic["step"].nunique()) if len(traffic) else 0
     text = {"text_font_size": "8pt", "text_color": "#333333"}
     return (
         hv.Segments(edges, ["x0", "y0", "x1", "y1"], ["width", "wire_bytes", "link"])
@@ -101,4 +108,5 @@ def topology(traffic: pd.DataFrame, world: int | None = None) -> hv.Overlay:
         * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
-           title=f"{kind}: {total} on the wire", hooks=[named("adass-topology")])  # fmt: skip
+           title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else "no exchange: one process",
+           hooks=[named("adass-topology")])  # fmt: skip

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import TrafficRecord, columns
-from .style import HEIGHT, WIDTH, human_bytes, named
+from .style import HEIGHT, WIDTH, byte_ticks, last_steps_text, named
 
 __all__ = ["chunk_bytes", "empty_traffic", "last_steps", "link_names", "traffic_heatmap"]
 
@@ -49,15 +49,20 @@ def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
         )
     else:  # one blank cell keeps the link axis categorical until traffic arrives
         frame = pd.DataFrame({"step": [0], "link": ["-"], "wire_bytes": [np.nan]})
-    total = human_bytes(frame["wire_bytes"].sum())
+    steps = int(rows["step"].nunique()) if len(rows) else 0
     return hv.HeatMap(frame, ["step", "link"], hv.Dimension("wire_bytes", label="wire bytes")).opts(
         width=WIDTH, height=HEIGHT, cmap="viridis", colorbar=True, tools=["hover"], framewise=True,
-        title=f"wire bytes per step and link ({total} shown)", hooks=[named("adass-traffic")],
+        colorbar_opts={"formatter": byte_ticks()}, hooks=[named("adass-traffic")],
+        clim=(0.0, max(float(np.nan_to_num(frame["wire_bytes"].max())), 1.0)),  # from 0: even cells read well
+        title=f"wire bytes per step and link, {last_steps_text(steps)}",
     )  # fmt: skip
 
 
 def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
-    """Raw and wire bytes per chunk, averaged over the steps present (what a codec saves, chunk by chunk)."""
+    """Raw and wire bytes per chunk, averaged over the steps present (what a codec saves, chunk by chunk).
+
+    Grey bars are the raw fp32 size, blue the encoded payload; the legend says which is which.
+    """
     if len(traffic):
         per_step = traffic.groupby(["step", "chunk"], as_index=False)[["raw_bytes", "wire_bytes"]].sum()
         means = per_step.groupby("chunk", as_index=False)[["raw_bytes", "wire_bytes"]].mean()
@@ -73,6 +78,6 @@ def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
         title = "bytes per chunk and step"
     return hv.Bars(frame, ["chunk", "kind"], hv.Dimension("bytes", label="bytes per step")).opts(
         width=WIDTH, height=HEIGHT, tools=["hover"], framewise=True, title=title, multi_level=False,
-        color=hv.dim("kind").categorize({"raw": "#bbbbbb", "wire": "#4c72b0"}, default="#4c72b0"),
-        legend_position="top_right", hooks=[named("adass-chunks")],
+        cmap={"raw": "#bbbbbb", "wire": "#4c72b0"}, show_legend=True, yformatter=byte_ticks(),
+        legend_position="right", hooks=[named("adass-chunks")],  # beside the bars, never over one
     )  # fmt: skip
