@@ -81,6 +81,7 @@ class ClusterSection(param.Parameterized):
     workers = param.Integer(0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)")
     scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
+    threads = param.Integer(1, bounds=(0, 1024), doc="torch intra-op threads of every training process, pinned so wall times compare (0: torch's default)")
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {
