@@ -106,7 +106,9 @@ def run_one(
     }  # fmt: skip
 
 
-def controls(config: RunConfig, adass_row: dict, full_row: dict, label: str = "") -> list[tuple[str, RunConfig]]:
+def controls(
+    config: RunConfig, adass_row: dict, full_row: dict, label: str = ""
+) -> list[tuple[str, RunConfig]]:
     """The schedule-matched random and budget-matched full arms of one ADASS run (same seed).
 
     Parameters

@@ -30,8 +30,9 @@ def parse_schedule(text: str) -> list[float]:
 
 
 def schedule_text(shares: list[float]) -> str:
-    """The ``schedule`` value for per-epoch kept shares (rounded to 4 digits, ``1`` for full epochs)."""
-    return "/".join(f"{min(1.0, max(0.0, s)):.4g}" for s in shares)
+    """The ``schedule`` value for per-epoch kept shares (6 significant digits: ``round(share * n)``
+    gives a count back exactly for any shard of up to 100,000 samples; ``1`` for full epochs)."""
+    return "/".join(f"{min(1.0, max(0.0, s)):.6g}" for s in shares)
 
 
 @SAMPLERS.register(
@@ -55,7 +56,10 @@ class RandomSampler(SamplerBase):
         return self.shares[min(epoch, len(self.shares) - 1)]
 
     def select(self, epoch: int) -> Selection:
-        keep = min(self.n, max(1, math.ceil(self.share_at(epoch) * self.n))) if self.n else 0
+        share = self.share_at(epoch)
+        # a replayed share names a count (kept / n): rounding gives it back; a ratio rounds up
+        count = round(share * self.n) if self.shares else math.ceil(share * self.n)
+        keep = min(self.n, max(1, count)) if self.n else 0
         gen = torch.Generator().manual_seed(stable_seed(self.seed, "random", epoch))
         subset = torch.randperm(self.n, generator=gen)[:keep]
         return Selection(shuffled(subset, self.seed, epoch), torch.ones(keep))
