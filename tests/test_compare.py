@@ -20,7 +20,7 @@ def test_every_adass_arm_brings_its_two_controls(runs):
 
 
 def test_the_random_control_replays_adass_kept_counts_epoch_by_epoch(runs):
-    for seed, group in runs.groupby("seed"):
+    for _, group in runs.groupby("seed"):
         by = group.set_index("sampler")
         assert by.loc[SCHEDULE_MATCHED, "kept_fracs"] == pytest.approx(by.loc[ADASS, "kept_fracs"], abs=1e-6)
         assert by.loc[SCHEDULE_MATCHED, "backprops"] == by.loc[ADASS, "backprops"]
@@ -28,7 +28,7 @@ def test_the_random_control_replays_adass_kept_counts_epoch_by_epoch(runs):
 
 
 def test_the_full_control_trains_the_epochs_adass_backprops_pay_for(runs):
-    for seed, group in runs.groupby("seed"):
+    for _, group in runs.groupby("seed"):
         by = group.set_index("sampler")
         share = by.loc[ADASS, "backprops"] / by.loc["full", "backprops"]
         assert by.loc[BUDGET_MATCHED, "epochs"] == max(1, round(share * 5))
