@@ -127,7 +127,11 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     refresh=Param(0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000),
 )
 class AdassSampler(SamplerBase):
-    """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth."""
+    """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth.
+
+    ``returned`` counts the visits of samples the last selection dropped and ``exceeded`` those whose
+    sqrt-loss came back above the bound that dropped them (how the ``quantile`` default was chosen).
+    """
 
     uses_path = True  # bounds grow with the path length travelled since a sample's last visit
 
@@ -176,6 +180,8 @@ class AdassSampler(SamplerBase):
         self.slope = 0.0  # empirical Lipschitz constant of sqrt(loss) along the path
         self.slopes: list[torch.Tensor] = []
         self.kept = torch.ones(self.n, dtype=torch.bool)
+        # how often the bound held: samples back from a drop, and those whose sqrt-loss exceeded it
+        self.returned = self.exceeded = 0
         self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
         # (bounds, eps, min_keep) -> drop mask; distributed runs swap in one global budget
         self.dropper: Callable[[torch.Tensor, float, float], torch.Tensor] = self.local_drop
@@ -228,6 +234,14 @@ class AdassSampler(SamplerBase):
         idx, loss, path = idx[keep], loss[keep], path[keep]
         self.last_loss[idx] = loss
         root = loss.clamp_min(0).sqrt()
+        back = ~self.kept[idx] & ~torch.isnan(self.sqrt_f[idx])  # dropped by the last selection
+        if bool(back.any()):
+            i = idx[back]
+            floor = torch.tensor(self.path_last_select, dtype=torch.float64)
+            since = (path[back] - torch.maximum(self.path_at[i], floor)).clamp_min(0).float()
+            predicted = self.sqrt_f[i] + self.growth[i] + self.drift_rate()[i] * since
+            self.returned += int(back.sum())
+            self.exceeded += int((root[back] > predicted * (1 + 1e-6)).sum())
         if self.lipschitz == "empirical":
             seen_before = ~torch.isnan(self.sqrt_f[idx])
             travelled = path[seen_before] - self.path_at[idx][seen_before]
@@ -292,7 +306,7 @@ class AdassSampler(SamplerBase):
             "sqrt_f": self.sqrt_f.clone(), "path_at": self.path_at.clone(), "growth": self.growth.clone(),
             "path_now": self.path_now, "path_last_select": self.path_last_select, "slope": self.slope,
             "slopes": [t.clone() for t in self.slopes], "pending": [(i.clone(), f.clone(), p) for i, f, p in self.pending],
-            "kept": self.kept.clone(),
+            "kept": self.kept.clone(), "returned": self.returned, "exceeded": self.exceeded,
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -303,3 +317,4 @@ class AdassSampler(SamplerBase):
         self.slopes = [t.clone() for t in state.get("slopes", [])]
         self.pending = [(i.clone(), f.clone(), float(p)) for i, f, p in state.get("pending", [])]
         self.kept = state["kept"].clone() if "kept" in state else torch.ones(self.n, dtype=torch.bool)
+        self.returned, self.exceeded = int(state.get("returned", 0)), int(state.get("exceeded", 0))
