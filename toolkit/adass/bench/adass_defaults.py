@@ -28,7 +28,13 @@ QUANTILES = (0.5, 0.75, 0.9, 0.95)
 #: kind of model -> (model spec, the modes that bound it)
 LIPSCHITZ = {"deep": ("mlp:hidden=128", ("empirical", "const")),
              "linear": ("logreg", ("exact", "empirical", "const"))}  # fmt: skip
-QUICK = {"synthetic-tiny": {"data": "synthetic:n=300,d=8,classes=3,test=100", "model": "mlp:hidden=16", "epochs": 4}}
+QUICK = {
+    "synthetic-tiny": {
+        "data": "synthetic:n=300,d=8,classes=3,test=100",
+        "model": "mlp:hidden=16",
+        "epochs": 4,
+    }
+}
 
 
 def run_one(config: RunConfig, dataset) -> dict:
@@ -49,7 +55,9 @@ def _runs(name: str, options: dict, seeds: int, arms: list[tuple[str, str, str]]
         dataset = load_dataset(options["data"], seed=seed)
         for study, label, spec, model in arms:
             config = RunConfig.from_flat(**{**options, "model": model}, sampler=spec, seed=seed, threads=1)
-            rows.append({"dataset": name, "study": study, "arm": label, "model": model, **run_one(config, dataset)})
+            rows.append(
+                {"dataset": name, "study": study, "arm": label, "model": model, **run_one(config, dataset)}
+            )
     return pd.DataFrame(rows)
 
 
@@ -75,7 +83,9 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     for name, options in settings.items():
         deep = options["model"]
         arms = [("quantile", "full", "full", deep)]
-        arms += [("quantile", f"quantile={q}", f"adass:lipschitz=empirical,quantile={q}", deep) for q in QUANTILES]
+        arms += [
+            ("quantile", f"quantile={q}", f"adass:lipschitz=empirical,quantile={q}", deep) for q in QUANTILES
+        ]
         for kind, (model, modes) in LIPSCHITZ.items():
             model = deep if kind == "deep" else model
             if kind == "linear":
