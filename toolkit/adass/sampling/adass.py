@@ -182,6 +182,7 @@ class AdassSampler(SamplerBase):
         self.kept = torch.ones(self.n, dtype=torch.bool)
         # how often the bound held: samples back from a drop, and those whose sqrt-loss exceeded it
         self.returned = self.exceeded = 0
+        self.dropped = torch.zeros(self.n, dtype=torch.bool)  # dropped by a selection since the last visit
         self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
         # (bounds, eps, min_keep) -> drop mask; distributed runs swap in one global budget
         self.dropper: Callable[[torch.Tensor, float, float], torch.Tensor] = self.local_drop
@@ -234,7 +235,7 @@ class AdassSampler(SamplerBase):
         idx, loss, path = idx[keep], loss[keep], path[keep]
         self.last_loss[idx] = loss
         root = loss.clamp_min(0).sqrt()
-        back = ~self.kept[idx] & ~torch.isnan(self.sqrt_f[idx])  # dropped by the last selection
+        back = self.dropped[idx] & ~torch.isnan(self.sqrt_f[idx])  # back from a drop
         if bool(back.any()):
             i = idx[back]
             floor = torch.tensor(self.path_last_select, dtype=torch.float64)
@@ -249,6 +250,7 @@ class AdassSampler(SamplerBase):
             ok = travelled > 1e-12
             if bool(ok.any()):
                 self.slopes.append((moved[ok] / travelled[ok]).float())
+        self.dropped[idx] = False
         self.sqrt_f[idx] = root
         self.path_at[idx] = path
         self.growth[idx] = 0.0
@@ -294,6 +296,7 @@ class AdassSampler(SamplerBase):
         bounds = self.bounds()
         drop = self.dropper(bounds, self.eps, self.min_keep)
         self.kept = ~drop
+        self.dropped |= drop
         kept = torch.nonzero(self.kept).flatten()
         threshold = float(bounds[kept].min()) if kept.numel() else float("nan")
         return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), None, threshold)
@@ -306,7 +309,8 @@ class AdassSampler(SamplerBase):
             "sqrt_f": self.sqrt_f.clone(), "path_at": self.path_at.clone(), "growth": self.growth.clone(),
             "path_now": self.path_now, "path_last_select": self.path_last_select, "slope": self.slope,
             "slopes": [t.clone() for t in self.slopes], "pending": [(i.clone(), f.clone(), p) for i, f, p in self.pending],
-            "kept": self.kept.clone(), "returned": self.returned, "exceeded": self.exceeded,
+            "kept": self.kept.clone(), "dropped": self.dropped.clone(), "returned": self.returned,
+            "exceeded": self.exceeded,
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -318,3 +322,4 @@ class AdassSampler(SamplerBase):
         self.pending = [(i.clone(), f.clone(), float(p)) for i, f, p in state.get("pending", [])]
         self.kept = state["kept"].clone() if "kept" in state else torch.ones(self.n, dtype=torch.bool)
         self.returned, self.exceeded = int(state.get("returned", 0)), int(state.get("exceeded", 0))
+        self.dropped = state["dropped"].clone() if "dropped" in state else ~self.kept
