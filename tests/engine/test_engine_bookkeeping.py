@@ -132,3 +132,12 @@ def test_feature_norm_bounds_are_accepted_for_linear_models():
 def test_every_run_pins_its_torch_threads(threads):
     train(adass_config("full", epochs=1, threads=threads), selection_records=False)
     assert torch.get_num_threads() == threads
+
+
+def test_the_exact_bound_of_a_linear_model_is_never_exceeded_by_a_returning_sample():
+    config = adass_config("adass:eps=0.4,warmup=1,final=0,lipschitz=exact", epochs=8).replace(model="logreg")
+    engine = engine_for(config)
+    for epoch in range(8):
+        engine.run_epoch(engine.plan(epoch), selection_records=False)
+    sampler = engine.state.sampler
+    assert sampler.returned > 0 and sampler.exceeded == 0
