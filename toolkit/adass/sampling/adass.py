@@ -129,8 +129,9 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
 class AdassSampler(SamplerBase):
     """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth.
 
-    ``returned`` counts the visits of samples the last selection dropped and ``exceeded`` those whose
-    sqrt-loss came back above the bound that dropped them (how the ``quantile`` default was chosen).
+    ``returned`` counts the visits (trained or refreshed) of samples that a selection dropped since
+    their previous visit, and ``exceeded`` those whose sqrt-loss came back above their bound (the
+    measurement behind the ``quantile`` default).
     """
 
     uses_path = True  # bounds grow with the path length travelled since a sample's last visit
