@@ -274,6 +274,6 @@ def summarise(runs: pd.DataFrame, distributed: bool = False) -> pd.DataFrame:
     if not distributed:
         table["sampler"] = order
     else:  # the controls' specs are long schedules: their labels say what they are
-        table["sampler"] = [label if label.startswith((SCHEDULE_MATCHED, BUDGET_MATCHED)) else spec
+        table["sampler"] = [label.split(" | ")[0] if label.startswith((SCHEDULE_MATCHED, BUDGET_MATCHED)) else spec
                             for label, spec in zip(order, table["sampler"], strict=True)]  # fmt: skip
     return table[DISTRIBUTED_COLUMNS if distributed else COMPARE_COLUMNS]
