@@ -141,3 +141,12 @@ def test_the_exact_bound_of_a_linear_model_is_never_exceeded_by_a_returning_samp
         engine.run_epoch(engine.plan(epoch), selection_records=False)
     sampler = engine.state.sampler
     assert sampler.returned > 0 and sampler.exceeded == 0
+
+
+def test_per_step_agreements_of_two_pass_samplers_are_recorded_in_their_epoch():
+    config = adass_config("selective_backprop", epochs=2, workers=2, exchange="ring", codec="fp32")
+    traffic = simulate_run(config).sink.frame(TrafficRecord)
+    agree = traffic[(traffic["phase"] == "agree") & (traffic["src"] == 0)]
+    steps = 13  # per epoch: 400 samples, global batch 32, an int64 sum each step
+    plan = 8 + 4  # per epoch: the kept counts' gather (a size, then one float32)
+    assert int(agree["raw_bytes"].sum()) == 2 * (plan + 8 * steps)  # the last epoch's steps included

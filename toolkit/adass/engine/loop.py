@@ -188,6 +188,7 @@ class Engine:
             if stop is not None and self.world == 1 and stop():
                 break
         s.sampler.settle()  # the epoch's selection bookkeeping, inside the epoch's time
+        report.traffic += self.agreement_traffic(plan.epoch)  # two-pass samplers' per-step counts
         report.train_s = time.perf_counter() - start
         report.backprops = s.counters.backprops - backprops0
         report.forwards = s.counters.forwards - forwards0 + plan.refreshed
