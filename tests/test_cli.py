@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from adass.cli import main
-from adass.compare import COMPARE_COLUMNS
+from adass.compare import BUDGET_MATCHED, COMPARE_COLUMNS, SCHEDULE_MATCHED
 
 TINY = ["--data", "synthetic:n=120,d=4,classes=3,test=30", "--model", "mlp:hidden=8", "--epochs", "2"]
 
@@ -78,11 +78,12 @@ def test_compare_writes_one_row_per_sampler(tmp_path):
     assert main(args) == 0
     table = pd.read_csv(out / "compare.csv")
     assert list(table.columns) == COMPARE_COLUMNS
-    assert list(table["sampler"]) == ["full", "random:ratio=0.5", "adass:eps=0.2,warmup=1"]
+    assert list(table["sampler"]) == ["full", "random:ratio=0.5", "adass:eps=0.2,warmup=1",
+                                      SCHEDULE_MATCHED, BUDGET_MATCHED]  # ADASS's controls  # fmt: skip
     full = table.set_index("sampler").loc["full"]
     assert full["backprop_frac"] == 1.0 and full["wall_ratio"] == 1.0
     assert table.set_index("sampler").loc["random:ratio=0.5", "backprop_frac"] == pytest.approx(0.5, abs=0.01)
-    assert (out / "runs").is_dir() and len(list((out / "runs").iterdir())) == 6
+    assert (out / "runs").is_dir() and len(list((out / "runs").iterdir())) == 10
 
 
 @pytest.mark.parametrize(

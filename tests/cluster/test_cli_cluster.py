@@ -123,7 +123,7 @@ def test_compare_runs_every_sampler_exchange_and_codec_on_one_cluster(tmp_path, 
     assert main(args) == 0
     table = pd.read_csv(out / "compare.csv")
     assert list(table.columns) == DISTRIBUTED_COLUMNS
-    assert len(table) == 2 * 2 * 2
+    assert len(table) == (2 + 2) * 2 * 2  # full, adass and ADASS's two controls, per exchange and codec
     full_fp32 = table[(table["sampler"] == "full") & (table["exchange"] == "ring") & (table["codec"] == "fp32")]
     assert full_fp32["backprop_frac"].item() == 1.0
     ring = table[(table["exchange"] == "ring") & (table["sampler"] == "full")].set_index("codec")

@@ -93,7 +93,8 @@ def test_two_pass_samplers_count_their_backprops_across_replicas():
 
 
 def test_refresh_passes_run_on_every_replica():
-    """``adass:refresh=k``: every k-th epoch each replica passes its dropped samples forward."""
+    """``adass:refresh=k``: every k-th epoch each replica passes forward, before selecting, the samples
+    its last selection dropped."""
     config = RunConfig.from_flat(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=100", model="mlp:hidden=16",
                                  sampler="adass:eps=0.4,warmup=1,final=0,refresh=2", epochs=5, batch_size=32,
                                  lr=0.1, workers=3, exchange="ring", codec="fp32", seed=1)  # fmt: skip
@@ -101,8 +102,8 @@ def test_refresh_passes_run_on_every_replica():
     c = result.counters
     selection = result.sink.frame(SelectionRecord)
     dropped = (~selection["kept"].astype(bool)).groupby(selection["epoch"]).sum()
-    assert dropped[2] > 0 and dropped[4] > 0
-    assert c.forwards - c.backprops == dropped[2] + dropped[4]  # refreshes in epochs 2 and 4 only
+    assert dropped[1] > 0 and dropped[3] > 0
+    assert c.forwards - c.backprops == dropped[1] + dropped[3]  # refreshes in epochs 2 and 4 only
 
 
 def test_replicas_keep_one_global_budget():

@@ -56,7 +56,7 @@ def test_drop_within_budget_prefix_property():
         assert dropped <= eps * total + 1e-6
         if (~drop).any():  # adding the smallest kept bound would break the budget
             assert dropped + float(bounds[~drop].min()) > eps * total
-            assert float(bounds[drop].max()) if drop.any() else 0.0 <= float(bounds[~drop].min())
+            assert (float(bounds[drop].max()) if drop.any() else 0.0) <= float(bounds[~drop].min())
 
 
 def test_eps_zero_keeps_every_sample():
@@ -89,7 +89,9 @@ def test_warmup_and_final_epochs_use_full_data():
 def test_dropped_bounds_never_shrink_until_visited(lipschitz):
     n = 300
     norms = torch.rand(n) * 4
-    s = adass(f"adass:eps=0.4,warmup=1,final=0,lipschitz={lipschitz}", n=n, feature_sq_norms=norms)
+    s = adass(
+        f"adass:eps=0.4,warmup=1,final=0,lipschitz={lipschitz}", n=n, feature_sq_norms=norms, linear=True
+    )
     gen = torch.Generator().manual_seed(2)
     path = 0.0
     last_visit_bound = {}
@@ -129,7 +131,9 @@ def test_exact_bound_covers_the_true_gradient_norm_of_logistic_regression():
     x = torch.randn(64, 5, generator=gen) * 2
     y = torch.randint(0, 4, (64,), generator=gen)
     model = build_model("logreg", (5,), 4, seed=1)
-    s = build_sampler("adass:lipschitz=exact", n=64, seed=0, epochs=5, feature_sq_norms=x.pow(2).sum(1))
+    s = build_sampler(
+        "adass:lipschitz=exact", n=64, seed=0, epochs=5, feature_sq_norms=x.pow(2).sum(1), linear=True
+    )
     losses = F.cross_entropy(model(x), y, reduction="none")
     feed(s, torch.arange(64), losses.detach(), 0.0)
     bounds = s.bounds()

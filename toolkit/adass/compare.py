@@ -2,7 +2,17 @@
 
 Runs are interleaved (seed by seed, every variant) so slow phases of a noisy machine hit all variants
 alike; costs are reported as ratios to the reference (``full`` with the first exchange and codec)
-from the same invocation.
+from the same invocation and seed, and ``wall_ratio`` is the median of the per-seed ratios (with
+their interquartile range), so one slow run does not move it. Every process pins its torch threads
+(``--threads``, default 1), so wall times compare.
+
+Every ADASS arm gets two controls, run on the same seed right after it:
+
+- ``random (schedule-matched)``: ``random:schedule=..`` replaying the ADASS run's measured kept share
+  of every epoch (its full warm-up and final epochs included): the same backprops, epoch by epoch,
+  with uniformly chosen samples. ADASS pays only if it beats this arm.
+- ``full (budget-matched)``: full data for as many epochs as ADASS's backprops pay for (rounded), with
+  its learning-rate schedule over those epochs: what the same budget buys without selection.
 """
 
 from __future__ import annotations
@@ -18,13 +28,20 @@ from .config import RunConfig, SamplerSection, check_option, options
 from .data import Dataset, load_dataset, standardization_record
 from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
 from .run import run
+from .sampling.random_subset import schedule_text
 from .tables import markdown_table
 
-__all__ = ["COMPARE_COLUMNS", "DISTRIBUTED_COLUMNS", "Variant", "compare", "run_one", "summarise", "warm_up"]
+__all__ = ["BUDGET_MATCHED", "COMPARE_COLUMNS", "DISTRIBUTED_COLUMNS", "SCHEDULE_MATCHED", "Variant", "compare",
+           "compare_runs", "controls", "run_one", "summarise", "warm_up"]  # fmt: skip
 
-COMPARE_COLUMNS = ["sampler", "test_acc", "test_acc_std", "backprop_frac", "forward_frac", "wall_ratio"]
-DISTRIBUTED_COLUMNS = ["sampler", "exchange", "codec", "test_acc", "test_acc_std", "backprop_frac",
-                       "forward_frac", "wall_ratio", "wire_bytes", "epoch_s"]  # fmt: skip
+COMPARE_COLUMNS = ["sampler", "seeds", "test_acc", "test_acc_std", "backprop_frac", "forward_frac", "wall_ratio",
+                   "wall_ratio_iqr"]  # fmt: skip
+DISTRIBUTED_COLUMNS = ["sampler", "exchange", "codec", "seeds", "test_acc", "test_acc_std", "backprop_frac",
+                       "forward_frac", "wall_ratio", "wall_ratio_iqr", "wire_bytes", "epoch_s"]  # fmt: skip
+
+#: labels of the controls every ADASS arm gets (with the arm's label appended where there are several)
+SCHEDULE_MATCHED = "random (schedule-matched)"
+BUDGET_MATCHED = "full (budget-matched)"
 
 
 @dataclass(frozen=True)
@@ -59,24 +76,56 @@ def run_one(
     progress: Callable[[EvalRecord], None] | None = None,
     handle: object | None = None,
 ) -> dict:
-    """Train one configuration (in this process, or on ``handle``'s cluster); return its summary row."""
+    """Train one configuration (in this process, or on ``handle``'s cluster); return its summary row.
+
+    The row's ``kept_fracs`` lists every epoch's kept share (what a schedule-matched control replays).
+    """
     label = label or config.sampler.sampler
+    kept_fracs: list[float] = []
+
+    def record(r: EvalRecord) -> None:
+        kept_fracs.append(float(r.kept_frac))
+        if progress is not None:
+            progress(r)
+
     seed = config.optim.seed
     run_dir = None if out_dir is None else Path(out_dir) / "runs" / _run_dir_name(label, seed)
-    record = {**config.to_dict(), "standardization": standardization_record(dataset)}
-    sink = MemorySink() if run_dir is None else ParquetSink(run_dir, record)
+    saved = {**config.to_dict(), "standardization": standardization_record(dataset)}
+    sink = MemorySink() if run_dir is None else ParquetSink(run_dir, saved)
     run_id = f"{label}|seed{seed}"
     if config.cluster.workers:
         run_id = run_id.replace(" ", "")  # it names the run's Dask event topic
-    result = run(config, sink=sink, progress=progress, run_id=run_id, dataset=dataset,
+    result = run(config, sink=sink, progress=record, run_id=run_id, dataset=dataset,
                  selection_records=out_dir is not None, checkpoint_dir=run_dir, handle=handle)  # fmt: skip
     final, c = result.final, result.counters
     backprops, forwards, wall_s = c.backprops, c.forwards, c.train_s
     return {
         "sampler": label, "spec": config.sampler.sampler, "seed": seed, "test_acc": final.test_acc,
         "backprops": backprops, "forwards": forwards, "wall_s": wall_s, "wire_bytes": final.wire_bytes,
-        "epoch_s": wall_s / config.optim.epochs,
+        "epoch_s": wall_s / config.optim.epochs, "epochs": config.optim.epochs, "kept_fracs": kept_fracs,
     }  # fmt: skip
+
+
+def controls(
+    config: RunConfig, adass_row: dict, full_row: dict, label: str = ""
+) -> list[tuple[str, RunConfig]]:
+    """The schedule-matched random and budget-matched full arms of one ADASS run (same seed).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The ADASS run's configuration.
+    adass_row, full_row : dict
+        :func:`run_one` rows of the ADASS run and of the reference ``full`` run of the same seed.
+    label : str
+        Appended to the control labels (where several ADASS arms run).
+    """
+    suffix = f" {label}" if label else ""
+    schedule = schedule_text(adass_row["kept_fracs"])
+    share = adass_row["backprops"] / max(1, full_row["backprops"])
+    epochs = max(1, round(share * full_row["epochs"]))
+    return [(SCHEDULE_MATCHED + suffix, config.replace(sampler=f"random:schedule={schedule}")),
+            (BUDGET_MATCHED + suffix, config.replace(sampler="full", epochs=epochs))]  # fmt: skip
 
 
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
@@ -117,6 +166,53 @@ def _cluster(base: RunConfig, arms: Sequence[Variant]) -> Iterator[object | None
         handle.close()
 
 
+def compare_runs(
+    base: RunConfig,
+    samplers: Sequence[str],
+    seeds: int,
+    out_dir: str | Path | None = None,
+    progress_factory: Callable[[str, int], Callable[[EvalRecord], None] | None] | None = None,
+    exchanges: Sequence[str] = (),
+    codecs: Sequence[str] = (),
+    on_cluster: Callable[[object], None] | None = None,
+    matched: bool = True,
+) -> pd.DataFrame:
+    """Every run of :func:`compare`, one row each (``sampler`` is the arm's label), in running order.
+
+    With ``matched``, every ADASS arm is followed by its two controls (:func:`controls`), run on the
+    same seed and exchange/codec.
+    """
+    arms = variants(base, samplers, exchanges, codecs)
+    adass_arms = [a for a in arms if a.sampler.split(":")[0] == "adass"] if matched else []
+    several = len({a.sampler for a in adass_arms}) > 1
+    rows = []
+    with _cluster(base, arms) as handle:
+        if handle is not None and on_cluster is not None:
+            on_cluster(handle)
+        for k in range(seeds):
+            seed = base.optim.seed + k
+            dataset = load_dataset(base.data.data, seed=seed)
+            if k == 0:
+                warm_up(base, dataset)
+            done: dict[Variant, dict] = {}
+            for arm in arms:
+                progress = progress_factory(arm.label, seed) if progress_factory else None
+                config = arm.apply(base, seed)
+                row = run_one(config, dataset, out_dir, arm.label, progress, handle)
+                rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
+                done[arm] = row
+                if arm not in adass_arms:
+                    continue
+                reference = next(v for v in arms if v.sampler == "full" and (v.exchange, v.codec) ==
+                                 (arm.exchange, arm.codec))  # fmt: skip
+                for label, control in controls(config, row, done[reference], arm.sampler if several else ""):
+                    label = " | ".join(p for p in (label, arm.exchange, arm.codec) if p)
+                    progress = progress_factory(label, seed) if progress_factory else None
+                    row = run_one(control, dataset, out_dir, label, progress, handle)
+                    rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
+    return pd.DataFrame(rows)
+
+
 def compare(
     base: RunConfig,
     samplers: Sequence[str],
@@ -130,56 +226,54 @@ def compare(
     """Train every variant for seeds ``base.optim.seed + 0 .. seeds-1``; return one row per variant.
 
     With ``base.cluster.workers`` > 0 each run is distributed on one shared cluster, and
-    ``exchanges`` x ``codecs`` multiply the samplers. Per-run records go to
-    ``out_dir/runs/<variant>-seed<k>/``, the tables to ``compare.csv``/``.md``.
+    ``exchanges`` x ``codecs`` multiply the samplers. Every ADASS arm brings its schedule-matched
+    ``random`` and budget-matched ``full`` controls (module docstring). Per-run records go to
+    ``out_dir/runs/<variant>-seed<k>/``, the tables to ``compare.csv``/``.md``, every run's row to
+    ``compare_runs.csv``.
     """
-    arms = variants(base, samplers, exchanges, codecs)
-    rows = []
-    with _cluster(base, arms) as handle:
-        if handle is not None and on_cluster is not None:
-            on_cluster(handle)
-        for k in range(seeds):
-            seed = base.optim.seed + k
-            dataset = load_dataset(base.data.data, seed=seed)
-            if k == 0:
-                warm_up(base, dataset)
-            for arm in arms:
-                progress = progress_factory(arm.label, seed) if progress_factory else None
-                row = run_one(arm.apply(base, seed), dataset, out_dir, arm.label, progress, handle)
-                rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
-    runs = pd.DataFrame(rows)
+    runs = compare_runs(base, samplers, seeds, out_dir, progress_factory, exchanges, codecs, on_cluster)
     table = summarise(runs, distributed=bool(base.cluster.workers))
     if out_dir is not None:
         out = Path(out_dir)
-        atomic_write_text(out / "compare_runs.csv", runs.to_csv(index=False))
+        atomic_write_text(out / "compare_runs.csv", runs.drop(columns="kept_fracs").to_csv(index=False))
         atomic_write_text(out / "compare.csv", table.to_csv(index=False))
         atomic_write_text(out / "compare.md", markdown_table(table) + "\n")
     return table
 
 
 def summarise(runs: pd.DataFrame, distributed: bool = False) -> pd.DataFrame:
-    """One row per variant: accuracy mean/std and cost ratios to the first ``full`` variant (same seed)."""
+    """One row per variant: accuracy mean/std and cost ratios to the first ``full`` variant (same seed).
+
+    ``backprop_frac`` and ``forward_frac`` are means of per-seed ratios; ``wall_ratio`` is the median
+    of per-seed wall-time ratios and ``wall_ratio_iqr`` their interquartile range.
+    """
     reference = runs.loc[runs["spec"] == "full", "sampler"].iloc[0] if "spec" in runs else "full"
     ref = runs[runs["sampler"] == reference].set_index("seed")
     runs = runs.assign(
         backprop_frac=runs["backprops"] / runs["seed"].map(ref["backprops"]),
         forward_frac=runs["forwards"] / runs["seed"].map(ref["forwards"]),
+        wall_ratio=runs["wall_s"] / runs["seed"].map(ref["wall_s"]),
     )
     order = list(dict.fromkeys(runs["sampler"]))
     groups = {label: runs[runs["sampler"] == label] for label in order}
-    ref_wall = groups[reference]["wall_s"].sum()
+    walls = [g["wall_ratio"] for g in groups.values()]
     table = pd.DataFrame({
         "sampler": [g["spec"].iloc[0] if "spec" in g else label for label, g in groups.items()],
         "exchange": [g["exchange"].iloc[0] if "exchange" in g else "" for g in groups.values()],
         "codec": [g["codec"].iloc[0] if "codec" in g else "" for g in groups.values()],
+        "seeds": [len(g) for g in groups.values()],
         "test_acc": [g["test_acc"].mean() for g in groups.values()],
         "test_acc_std": [g["test_acc"].std(ddof=1) if len(g) > 1 else 0.0 for g in groups.values()],
         "backprop_frac": [g["backprop_frac"].mean() for g in groups.values()],
         "forward_frac": [g["forward_frac"].mean() for g in groups.values()],
-        "wall_ratio": [g["wall_s"].sum() / ref_wall for g in groups.values()],
+        "wall_ratio": [w.median() for w in walls],
+        "wall_ratio_iqr": [w.quantile(0.75) - w.quantile(0.25) for w in walls],
         "wire_bytes": [int(g["wire_bytes"].mean()) if "wire_bytes" in g else 0 for g in groups.values()],
         "epoch_s": [g["epoch_s"].mean() if "epoch_s" in g else 0.0 for g in groups.values()],
     })  # fmt: skip
     if not distributed:
         table["sampler"] = order
+    else:  # the controls' specs are long schedules: their labels say what they are
+        table["sampler"] = [label.split(" | ")[0] if label.startswith((SCHEDULE_MATCHED, BUDGET_MATCHED)) else spec
+                            for label, spec in zip(order, table["sampler"], strict=True)]  # fmt: skip
     return table[DISTRIBUTED_COLUMNS if distributed else COMPARE_COLUMNS]

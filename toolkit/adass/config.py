@@ -82,6 +82,7 @@ class ClusterSection(param.Parameterized):
     scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
     bind = param.String("", doc="interface or address each worker's process group binds (e.g. eth0); empty: the one holding the worker's own Dask address")
+    threads = param.Integer(1, bounds=(0, 1024), doc="torch intra-op threads of every training process, pinned so wall times compare (0: torch's default)")
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {

@@ -15,7 +15,8 @@ import pandas as pd
 __all__ = ["SUITES", "load_suite", "write_report"]
 
 SUITES: dict[str, str] = {
-    "samplers": "every sampler on mnist5k and a hard synthetic set, 3 seeds",
+    "samplers": "every sampler on mnist5k and a hard synthetic set, 10 seeds, with ADASS's matched controls",
+    "adass_defaults": "the measurements behind ADASS's quantile and lipschitz=auto defaults",
     "exchange": "codecs x PS/ring: wire bytes, error, simulated and real loopback time",
     "dml": "PS vs ring x codecs on a Dask cluster, P=2/4, 1 Gbit link or none, beside PyTorch DDP; ADASS vs single process",
 }

@@ -2,7 +2,8 @@
 
 The replicas agree on an epoch's steps, ADASS's one global budget and its pooled drift rate through an
 :class:`Agreement`: ``LocalAgreement`` for one process, ``TorchAgreement`` over a torch.distributed
-group, and ``InProcAgreement`` for virtual replicas that are threads of one process.
+group, and ``InProcAgreement`` for virtual replicas that are threads of one process. Every agreement
+counts the bytes it sends to each peer (``take_bytes``); the engine records them as ``agree`` traffic.
 """
 
 from __future__ import annotations
@@ -36,9 +37,29 @@ class Agreement(Protocol):
         """Every replica's 1-D float tensor (lengths may differ), in rank order, as float32."""
         ...
 
+    def take_bytes(self) -> tuple[int, int]:
+        """``(raw_bytes, wire_bytes)`` sent to each peer since the last call; the count restarts."""
+        ...
 
-class LocalAgreement:
-    """The agreement of a world of one: every collective returns this replica's own values."""
+
+class _ByteCount:
+    """The per-peer byte count every agreement keeps: ``raw`` is the payload, ``wire`` adds padding
+    and size headers."""
+
+    raw_sent = wire_sent = 0
+
+    def _count(self, raw: int, wire: int) -> None:
+        self.raw_sent += raw
+        self.wire_sent += wire
+
+    def take_bytes(self) -> tuple[int, int]:
+        sent = (self.raw_sent, self.wire_sent)
+        self.raw_sent = self.wire_sent = 0
+        return sent
+
+
+class LocalAgreement(_ByteCount):
+    """The agreement of a world of one: every collective returns this replica's own values (no bytes)."""
 
     rank, world = 0, 1
 
@@ -49,8 +70,11 @@ class LocalAgreement:
         return [values.reshape(-1).float()]
 
 
-class TorchAgreement:
-    """Collectives through torch.distributed over ``group`` (the default group when None)."""
+class TorchAgreement(_ByteCount):
+    """Collectives through torch.distributed over ``group`` (the default group when None).
+
+    ``gather`` sends an int64 size, then the values as float32 padded to the longest part.
+    """
 
     def __init__(self, group: Any = None) -> None:
         self.group = group
@@ -60,6 +84,7 @@ class TorchAgreement:
     def sum_int(self, value: int) -> int:
         t = torch.tensor([int(value)], dtype=torch.int64)
         torch.distributed.all_reduce(t, group=self.group)
+        self._count(8, 8)
         return int(t.item())
 
     def gather(self, values: torch.Tensor) -> list[torch.Tensor]:
@@ -67,14 +92,15 @@ class TorchAgreement:
         own = torch.tensor([values.numel()], dtype=torch.int64)
         torch.distributed.all_gather(sizes, own, group=self.group)
         longest = max(int(s) for s in sizes)
+        self._count(8 + 4 * values.numel(), 8 + 4 * longest)
         if longest == 0:
             return [torch.zeros(0) for _ in range(self.world)]
         # all_gather needs equal lengths: pad to the longest, cut each part back to its size
-        padded = torch.full((longest,), float("nan"), dtype=torch.float64)
-        padded[: values.numel()] = values.reshape(-1).double()
-        out = [torch.empty(longest, dtype=torch.float64) for _ in range(self.world)]
+        padded = torch.full((longest,), float("nan"), dtype=torch.float32)
+        padded[: values.numel()] = values.reshape(-1).float()
+        out = [torch.empty(longest, dtype=torch.float32) for _ in range(self.world)]
         torch.distributed.all_gather(out, padded, group=self.group)
-        return [o[: int(s)].float() for o, s in zip(out, sizes, strict=True)]
+        return [o[: int(s)].clone() for o, s in zip(out, sizes, strict=True)]
 
 
 class AgreementBoard:
@@ -112,15 +138,21 @@ class AgreementBoard:
         return values
 
 
-class InProcAgreement:
-    """Replica ``rank``'s view of an :class:`AgreementBoard` (built by ``board.agreement(rank)``)."""
+class InProcAgreement(_ByteCount):
+    """Replica ``rank``'s view of an :class:`AgreementBoard` (built by ``board.agreement(rank)``).
+
+    Bytes are counted as :class:`TorchAgreement` sends them: an int64 per sum, float32 values.
+    """
 
     def __init__(self, board: AgreementBoard, rank: int) -> None:
         self.board, self.rank, self.world = board, rank, board.world
 
     def sum_int(self, value: int) -> int:
+        self._count(8, 8)
         return sum(int(v) for v in self.board.exchange(self.rank, int(value)))
 
     def gather(self, values: torch.Tensor) -> list[torch.Tensor]:
         # values leave as float32 copies, as TorchAgreement returns them
-        return [v.clone() for v in self.board.exchange(self.rank, values.reshape(-1).float())]
+        parts = [v.clone() for v in self.board.exchange(self.rank, values.reshape(-1).float())]
+        self._count(8 + 4 * values.numel(), 8 + 4 * max(p.numel() for p in parts))
+        return parts

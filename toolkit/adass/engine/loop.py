@@ -1,4 +1,4 @@
-"""The epoch loop every run uses: select, agree on the epoch's steps, refresh scores, then steps of
+"""The epoch loop every run uses: refresh scores, select, agree on the epoch's steps, then steps of
 backprop -> exchange -> optimizer; one replica of a world of 1 (``train``) or of P replicas.
 
 An :class:`Engine` knows nothing about Dask or threads: it is given an :class:`Agreement` (small
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..exchange import Exchange
-from ..metrics import StepRecord
+from ..metrics import StepRecord, TrafficRecord
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
@@ -45,6 +45,10 @@ class EpochPlan:
         This replica's local batch of every step, in its selection.
     totals : list of int
         Every step's planned global batch (the sum of all replicas' local batches).
+    refreshed : int
+        Samples this replica passed forward before selecting (counted as forwards of the epoch).
+    traffic : list of dict
+        What planning sent to the other replicas, as TrafficRecord fields (phase ``agree``).
     """
 
     epoch: int
@@ -52,6 +56,8 @@ class EpochPlan:
     steps: int
     batches: list[slice]
     totals: list[int]
+    refreshed: int = 0
+    traffic: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -108,22 +114,41 @@ class Engine:
         self.rank, self.world = self.agreement.rank, self.agreement.world
         self.selection = None
         self.selection_bounds: torch.Tensor | None = None  # (n,) scores the last selection was made from
+        if state.config.cluster.threads:  # pinned, so that wall times of runs and policies compare
+            torch.set_num_threads(state.config.cluster.threads)
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
     def plan(self, epoch: int) -> EpochPlan:
-        """Choose this epoch's samples and agree with the other replicas on the epoch's steps."""
-        self.selection = self.state.sampler.select(epoch)
+        """Refresh the scores the sampler asks for, choose this epoch's samples and agree with the
+        other replicas on the epoch's steps. Callers time it as part of the epoch."""
+        s = self.state
+        forwards0 = s.counters.forwards
+        refresh = s.sampler.to_refresh(epoch)
+        if refresh is not None and refresh.numel():
+            refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
+        self.selection = s.sampler.select(epoch)
         # the scores as the selection saw them: training the epoch moves them on, which would put
         # dropped samples above kept ones in the epoch's records
-        self.selection_bounds = self.state.sampler.bounds().double()
+        self.selection_bounds = s.sampler.bounds().double()
         mine = len(self.selection)
         kept = [int(k) for k in torch.cat(self.agreement.gather(torch.tensor([float(mine)])))]
-        batch_size = self.state.config.optim.batch_size
+        batch_size = s.config.optim.batch_size
         steps = math.ceil(sum(kept) / batch_size)
         splits = [self.split(k, steps, batch_size) for k in kept]
-        totals = [sum(part[s].stop - part[s].start for part in splits) for s in range(steps)]
-        return EpochPlan(epoch, kept, steps, splits[self.rank], totals)
+        totals = [sum(part[i].stop - part[i].start for part in splits) for i in range(steps)]
+        return EpochPlan(epoch, kept, steps, splits[self.rank], totals, s.counters.forwards - forwards0,
+                         self.agreement_traffic(epoch))  # fmt: skip
+
+    def agreement_traffic(self, epoch: int) -> list[dict[str, Any]]:
+        """The bytes the agreement sent since it was last asked: one ``agree`` row per peer."""
+        raw, wire = self.agreement.take_bytes()
+        if not wire:
+            return []
+        return [asdict(TrafficRecord(run=self.run_id, epoch=epoch, step=self.state.step, phase="agree", hop=0,
+                                     src=self.rank, dst=peer, chunk=0, raw_bytes=raw, wire_bytes=wire,
+                                     seconds=0.0, sim_seconds=0.0))
+                for peer in range(self.world) if peer != self.rank]  # fmt: skip
 
     def run_epoch(
         self, plan: EpochPlan, on_step: StepHook | None = None, stop: Callable[[], bool] | None = None,
@@ -147,7 +172,7 @@ class Engine:
         set_lr(s.optimizer, s.config, plan.epoch)
         if self.exchange is not None:
             self.exchange.epoch = plan.epoch
-        report = EpochReport(self.rank, plan.epoch)
+        report = EpochReport(self.rank, plan.epoch, traffic=list(plan.traffic))
         backprops0, forwards0 = s.counters.backprops, s.counters.forwards
         start = time.perf_counter()
         refresh = self.selection.refresh
@@ -166,9 +191,11 @@ class Engine:
                 on_step(row, traffic)
             if stop is not None and self.world == 1 and stop():
                 break
+        s.sampler.settle()  # the epoch's selection bookkeeping, inside the epoch's time
+        report.traffic += self.agreement_traffic(plan.epoch)  # two-pass samplers' per-step counts
         report.train_s = time.perf_counter() - start
         report.backprops = s.counters.backprops - backprops0
-        report.forwards = s.counters.forwards - forwards0
+        report.forwards = s.counters.forwards - forwards0 + plan.refreshed
         if selection_records:
             report.selection = self.selection_columns(plan.epoch)
         return report

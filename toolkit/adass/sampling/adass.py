@@ -15,13 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..registry import Param
+from ..registry import Param, SpecError
 from .base import SAMPLERS, SamplerBase, Selection, shuffled
 
 if TYPE_CHECKING:
     from ..engine.agreement import Agreement
 
-__all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler"]
+__all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least"]
+
+#: ``lipschitz=auto`` by kind of model; chosen by measurement (README, "Choosing ADASS's defaults")
+AUTO_LIPSCHITZ = {"linear": "exact", "deep": "empirical"}
 
 _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations
 
@@ -55,17 +58,42 @@ def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch
 def global_dropper(agreement: Agreement) -> Callable[[torch.Tensor, float, float], torch.Tensor]:
     """A drop rule with one global budget: all bounds are gathered, the same prefix is cut everywhere.
 
-    Exact, and cheap next to gradients: 4 bytes per training sample per epoch.
+    Exact, and cheap next to gradients: every replica sends its bounds as float32, 4 bytes per
+    training sample per epoch (the agreement records them as ``agree`` traffic). ``min_keep`` holds
+    per replica: where the global cut would leave a replica fewer than ``ceil(min_keep * n_r)`` of
+    its own samples, it keeps its largest dropped bounds back (that only shrinks the dropped sum, so
+    the budget still holds), and no replica drops its whole shard.
     """
 
     def drop(bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:
         parts = agreement.gather(bounds)
-        total = sum(p.numel() for p in parts)
-        mask = drop_within_budget(torch.cat(parts), eps, total - math.ceil(min_keep * total))
+        mask = drop_within_budget(torch.cat(parts), eps, sum(p.numel() for p in parts))
         start = sum(p.numel() for p in parts[: agreement.rank])
-        return mask[start : start + bounds.numel()]
+        mine = mask[start : start + bounds.numel()]
+        return keep_at_least(bounds, mine, math.ceil(min_keep * bounds.numel()))
 
     return drop
+
+
+def keep_at_least(bounds: torch.Tensor, drop: torch.Tensor, keep: int) -> torch.Tensor:
+    """``drop`` with its largest bounds kept back until at least ``keep`` samples are kept.
+
+    Parameters
+    ----------
+    bounds : Tensor
+        ``(n,)`` bounds.
+    drop : Tensor
+        ``(n,)`` boolean drop mask.
+    keep : int
+        Smallest number of samples kept.
+    """
+    max_drop = max(0, int(bounds.numel()) - keep)
+    if int(drop.sum()) <= max_drop:
+        return drop
+    order = torch.argsort(torch.where(drop, bounds, torch.inf), stable=True)
+    out = torch.zeros_like(drop)
+    out[order[:max_drop]] = True
+    return out
 
 
 def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.Tensor]:
@@ -94,12 +122,17 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
         "auto", "smoothness constants L_i", choices=("auto", "exact", "feature", "const", "empirical")
     ),
     L=Param(1.0, "the constant for lipschitz=const", low=1e-12, high=1e12),
-    quantile=Param(0.5, "lipschitz=empirical: quantile of observed sqrt-loss slopes", low=0.0, high=1.0),
+    quantile=Param(0.9, "lipschitz=empirical: quantile of observed sqrt-loss slopes", low=0.0, high=1.0),
     decay=Param(0.5, "lipschitz=empirical: per-epoch decay of the slope estimate", low=0.0, high=1.0),
     refresh=Param(0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000),
 )
 class AdassSampler(SamplerBase):
-    """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth."""
+    """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth.
+
+    ``returned`` counts the visits (trained or refreshed) of samples that a selection dropped since
+    their previous visit, and ``exceeded`` those whose sqrt-loss came back above their bound (the
+    measurement behind the ``quantile`` default).
+    """
 
     uses_path = True  # bounds grow with the path length travelled since a sample's last visit
 
@@ -126,7 +159,12 @@ class AdassSampler(SamplerBase):
         self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
         self.quantile, self.decay, self.refresh = quantile, decay, refresh
         if lipschitz == "auto":
-            lipschitz = "exact" if linear else "empirical"
+            lipschitz = AUTO_LIPSCHITZ["linear" if linear else "deep"]
+        if lipschitz in ("exact", "feature") and not linear:
+            raise SpecError(
+                f"adass: lipschitz={lipschitz} bounds only a linear model's smoothness (||x||^2 + 1) / 2; "
+                "use lipschitz=empirical or const for this model"
+            )
         if lipschitz in ("exact", "feature") and feature_sq_norms is None:
             raise ValueError(f"adass: lipschitz={lipschitz} needs the samples' feature norms")
         self.lipschitz = lipschitz
@@ -143,6 +181,9 @@ class AdassSampler(SamplerBase):
         self.slope = 0.0  # empirical Lipschitz constant of sqrt(loss) along the path
         self.slopes: list[torch.Tensor] = []
         self.kept = torch.ones(self.n, dtype=torch.bool)
+        # how often the bound held: samples back from a drop, and those whose sqrt-loss exceeded it
+        self.returned = self.exceeded = 0
+        self.dropped = torch.zeros(self.n, dtype=torch.bool)  # dropped by a selection since the last visit
         self.pending: list[tuple[torch.Tensor, torch.Tensor, float]] = []
         # (bounds, eps, min_keep) -> drop mask; distributed runs swap in one global budget
         self.dropper: Callable[[torch.Tensor, float, float], torch.Tensor] = self.local_drop
@@ -195,6 +236,14 @@ class AdassSampler(SamplerBase):
         idx, loss, path = idx[keep], loss[keep], path[keep]
         self.last_loss[idx] = loss
         root = loss.clamp_min(0).sqrt()
+        back = self.dropped[idx] & ~torch.isnan(self.sqrt_f[idx])  # back from a drop
+        if bool(back.any()):
+            i = idx[back]
+            floor = torch.tensor(self.path_last_select, dtype=torch.float64)
+            since = (path[back] - torch.maximum(self.path_at[i], floor)).clamp_min(0).float()
+            predicted = self.sqrt_f[i] + self.growth[i] + self.drift_rate()[i] * since
+            self.returned += int(back.sum())
+            self.exceeded += int((root[back] > predicted * (1 + 1e-6)).sum())
         if self.lipschitz == "empirical":
             seen_before = ~torch.isnan(self.sqrt_f[idx])
             travelled = path[seen_before] - self.path_at[idx][seen_before]
@@ -202,6 +251,7 @@ class AdassSampler(SamplerBase):
             ok = travelled > 1e-12
             if bool(ok.any()):
                 self.slopes.append((moved[ok] / travelled[ok]).float())
+        self.dropped[idx] = False
         self.sqrt_f[idx] = root
         self.path_at[idx] = path
         self.growth[idx] = 0.0
@@ -228,6 +278,17 @@ class AdassSampler(SamplerBase):
     def full_epoch(self, epoch: int) -> bool:
         return epoch < self.warmup or epoch >= self.epochs - self.final
 
+    def to_refresh(self, epoch: int) -> torch.Tensor | None:
+        """Every ``refresh`` epochs, the samples the last selection dropped: passed forward before
+        ``select(epoch)``, so the selection sees their current losses (full epochs need none)."""
+        if not self.refresh or epoch % self.refresh or self.full_epoch(epoch) or bool(self.kept.all()):
+            return None
+        return torch.nonzero(~self.kept).flatten()
+
+    def settle(self) -> None:
+        """Fold the epoch's buffered observations into the per-sample state (the engine times it)."""
+        self._absorb()
+
     def select(self, epoch: int) -> Selection:
         self._update_growth()
         if self.full_epoch(epoch):
@@ -236,19 +297,21 @@ class AdassSampler(SamplerBase):
         bounds = self.bounds()
         drop = self.dropper(bounds, self.eps, self.min_keep)
         self.kept = ~drop
+        self.dropped |= drop
         kept = torch.nonzero(self.kept).flatten()
-        refresh = None
-        if self.refresh and epoch % self.refresh == 0 and bool(drop.any()):
-            refresh = torch.nonzero(drop).flatten()
         threshold = float(bounds[kept].min()) if kept.numel() else float("nan")
-        return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), refresh, threshold)
+        return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), None, threshold)
 
     def state_dict(self) -> dict[str, Any]:
-        self._absorb()
+        # the state as it is, buffers included: folding them in here would cut the slope estimate's
+        # observations differently from an uninterrupted run
         return {
             **super().state_dict(),
             "sqrt_f": self.sqrt_f.clone(), "path_at": self.path_at.clone(), "growth": self.growth.clone(),
             "path_now": self.path_now, "path_last_select": self.path_last_select, "slope": self.slope,
+            "slopes": [t.clone() for t in self.slopes], "pending": [(i.clone(), f.clone(), p) for i, f, p in self.pending],
+            "kept": self.kept.clone(), "dropped": self.dropped.clone(), "returned": self.returned,
+            "exceeded": self.exceeded,
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -256,3 +319,8 @@ class AdassSampler(SamplerBase):
         self.sqrt_f, self.path_at, self.growth = state["sqrt_f"], state["path_at"], state["growth"]
         self.path_now, self.path_last_select = state["path_now"], state["path_last_select"]
         self.slope = state["slope"]
+        self.slopes = [t.clone() for t in state.get("slopes", [])]
+        self.pending = [(i.clone(), f.clone(), float(p)) for i, f, p in state.get("pending", [])]
+        self.kept = state["kept"].clone() if "kept" in state else torch.ones(self.n, dtype=torch.bool)
+        self.returned, self.exceeded = int(state.get("returned", 0)), int(state.get("exceeded", 0))
+        self.dropped = state["dropped"].clone() if "dropped" in state else ~self.kept

@@ -29,7 +29,8 @@ class Selection:
         ``(m,)`` float32 loss weights (1.0 where no rescaling applies).
     refresh : Tensor or None
         Positions to pass forward only (no backprop) before the epoch, so their scores are fresh;
-        the trainer counts these forwards as cost.
+        the trainer counts these forwards as cost. The engine asks :meth:`Sampler.to_refresh` before
+        selecting instead; a policy that fills this field is refreshed after its selection.
     threshold : float
         The bound below which samples were dropped (NaN where the policy has no threshold).
     """
@@ -47,7 +48,8 @@ class Selection:
 class Sampler(Protocol):
     """A sample-selection policy for one shard of ``n`` samples.
 
-    The trainer calls ``select(epoch)`` once per epoch, then, for every visited batch, ``observe``
+    The trainer calls ``to_refresh(epoch)`` and passes the positions it names forward, then
+    ``select(epoch)`` once per epoch, then, for every visited batch, ``observe``
     with the per-sample losses of the forward pass. ``extras`` holds ``path`` (the cumulative length
     of the optimisation path, sum of ||w_{t+1} - w_t||, at the time of the forward) and ``epoch``.
 
@@ -65,7 +67,15 @@ class Sampler(Protocol):
         """Decide together with the other replicas through ``agreement`` from now on."""
         ...
 
+    def to_refresh(self, epoch: int) -> torch.Tensor | None:
+        """Positions to pass forward (no backprop) before ``select(epoch)``, so it sees fresh losses."""
+        ...
+
     def select(self, epoch: int) -> Selection: ...
+
+    def settle(self) -> None:
+        """End of an epoch's steps: finish the bookkeeping of what ``observe`` buffered."""
+        ...
 
     def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None: ...
 
@@ -115,6 +125,14 @@ class SamplerBase:
 
     def share(self, agreement: Agreement) -> None:
         """Local policies decide on their own shard: nothing to share."""
+        return None
+
+    def to_refresh(self, epoch: int) -> torch.Tensor | None:
+        """No refresh passes."""
+        return None
+
+    def settle(self) -> None:
+        """Nothing buffered."""
         return None
 
     def everything(self, epoch: int) -> Selection:

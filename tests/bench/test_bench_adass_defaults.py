@@ -1,0 +1,17 @@
+"""The ADASS defaults benchmark runs end to end in quick mode and writes its table."""
+
+import pandas as pd
+
+from adass.bench import adass_defaults
+from adass.cli import main
+
+
+def test_quick_defaults_bench_writes_every_arm(tmp_path, capsys):
+    assert main(["bench", "adass_defaults", "--quick", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("# adass bench adass_defaults")
+    table = pd.read_csv(tmp_path / "adass_defaults.csv")
+    quantiles = table[table["study"] == "quantile"]
+    assert list(quantiles["arm"]) == [f"quantile={q}" for q in adass_defaults.QUANTILES]
+    assert set(table.loc[table["model"] == "logreg", "arm"]) == {"lipschitz=exact", "lipschitz=empirical",
+                                                                  "lipschitz=const"}  # fmt: skip
+    assert table["exceeded_frac"].between(0, 1).all() and table["backprop_frac"].between(0, 1).all()
