@@ -38,7 +38,7 @@ from ..registry import SpecError
 
 CLIENT_GRACE_S = 30.0
 
-__all__ = ["CLIENT_GRACE_S", "HOOKS", "DDPResult", "attach_hook", "ddp_rank", "parse_hook", "train_ddp"]
+__all__ = ["CLIENT_GRACE_S", "HOOKS", "DDPResult", "attach_hook", "ddp_rank", "ddp_result", "parse_hook", "train_ddp"]
 
 
 def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
@@ -115,7 +115,7 @@ def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> flo
 
 
 def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: str, port: int,
-             timeout_s: float, hook: str = "fp32") -> dict[str, Any]:  # fmt: skip
+             timeout_s: float, hook: str = "fp32", host: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Train one DDP rank for ``config``'s epochs; runs on a Dask worker, one task per rank.
 
     Parameters
@@ -130,6 +130,8 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
         How long a rank waits for the others.
     hook : str
         DDP communication hook (``HOOKS``): ``fp32``, ``fp16`` or ``powersgd:rank=R``.
+    host : str, optional
+        The address whose interface the group binds; default: this Dask worker's.
 
     Returns
     -------
@@ -141,7 +143,8 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
     keep_freed_memory()  # and the same allocator setting
     run = RunConfig.from_dict(config)
     o = run.optim
-    host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]  # bind where this Dask worker lives
+    if host is None:  # bind where this Dask worker lives
+        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
     init_group(master, port, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
     try:
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
@@ -224,7 +227,11 @@ def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> D
     for done in as_completed(futures, timeout=timeout_s + CLIENT_GRACE_S):
         if done.status == "error":
             done.result()
-    reports = [f.result() for f in futures]
+    return ddp_result([f.result() for f in futures], config.optim.epochs)
+
+
+def ddp_result(reports: list[dict[str, Any]], epochs: int) -> DDPResult:
+    """Merge the ranks' reports (rank 0 first), as :func:`ddp_rank` returns them, into one result."""
     steps = pd.DataFrame([row for r in reports for row in r["steps"]])
-    epoch_s = [max(r["epoch_s"][e] for r in reports) for e in range(config.optim.epochs)]
+    epoch_s = [max(r["epoch_s"][e] for r in reports) for e in range(epochs)]
     return DDPResult(steps, epoch_s, reports[0]["test_acc"], reports[0]["test_loss"])

@@ -4,6 +4,8 @@ P = 4, across the hosts of a network lab whose links the kernel shapes to each r
 The suite builds a lab of P + 1 hosts (the PS server takes the last), starts a Dask scheduler on
 host 0 and one worker per host, and for each rate reshapes every link and runs the arms of ``ARMS``
 for each model from a client inside host 0 (the lab's addresses exist only inside its namespaces).
+The project's arms run on the lab's Dask workers; DDP's ranks run as processes of their own on hosts
+0..P-1, started the way ``torchrun`` starts them (:mod:`adass.bench.ddp_lab`).
 The lab is taken down at the end, also on failure or interrupt.
 
 Columns, per rate, model and arm:
@@ -58,7 +60,7 @@ from ..netlab import (
 from ..registry import SpecError
 from ..tables import markdown_table
 from . import write_report
-from .ddp import train_ddp
+from .ddp_lab import train_ddp_in_lab
 
 __all__ = ["ARMS", "DDP_FP32", "LAB_COLUMNS", "LAB_FULL", "LAB_QUICK", "Arm", "LabPlan", "lab_targets",
            "measure", "parse_rates", "run"]  # fmt: skip
@@ -162,10 +164,14 @@ def _step_ms(per_rank_s: pd.Series, steps: pd.Series) -> float:
     return 1e3 * float(per_rank_s.groupby(steps).max().median())
 
 
-def _run_arm(base: RunConfig, handle: ClusterHandle, workers: int, arm: Arm) -> dict:
+def _run_arm(base: RunConfig, handle: ClusterHandle, state: LabState, workers: int, arm: Arm) -> dict:
     """Train one arm; its timings, steps, wire bytes and accuracy."""
     if not arm.exchange:
-        result = train_ddp(base.replace(workers=workers), handle, hook=arm.codec)
+        try:
+            result = train_ddp_in_lab(base.replace(workers=workers), state, hook=arm.codec)
+        except LabError as err:  # once more, from fresh processes; a second failure ends the suite
+            print(f"{arm.name}: {err}; running it again", file=sys.stderr, flush=True)
+            result = train_ddp_in_lab(base.replace(workers=workers), state, hook=arm.codec)
         steps = result.steps
         return {"step_ms": _step_ms(steps["step_s"], steps["step"]), "steps": int(steps["step"].nunique()),
                 "wire_MB_step": float("nan"), "compute_ms": float("nan"), "test_acc": result.test_acc}  # fmt: skip
@@ -213,7 +219,7 @@ def measure(scheduler: str, state: LabState, rate: str, plan: LabPlan) -> pd.Dat
             params = _params(model, plan.setting["data"], plan.setting["seed"])
             for arm in ARMS:
                 before = read_counters(state)
-                got = _run_arm(base, handle, plan.workers, arm)
+                got = _run_arm(base, handle, state, plan.workers, arm)
                 sent = [d.tx_bytes for d in since(before, read_counters(state)).values()]
                 steps = got.pop("steps")
                 rows.append({"rate": rate, "model": model, "params": params, "arm": arm.name, **got,
