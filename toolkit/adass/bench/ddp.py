@@ -38,7 +38,16 @@ from ..registry import SpecError
 
 CLIENT_GRACE_S = 30.0
 
-__all__ = ["CLIENT_GRACE_S", "HOOKS", "DDPResult", "attach_hook", "ddp_rank", "ddp_result", "parse_hook", "train_ddp"]
+__all__ = [
+    "CLIENT_GRACE_S",
+    "HOOKS",
+    "DDPResult",
+    "attach_hook",
+    "ddp_rank",
+    "ddp_result",
+    "parse_hook",
+    "train_ddp",
+]
 
 
 def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
@@ -72,7 +81,12 @@ def parse_hook(spec: str) -> tuple[str, dict[str, str]]:
     items = [item.split("=", 1) for item in rest.split(",") if item]
     args = {item[0]: item[1] for item in items if len(item) == 2}
     allowed = {"powersgd": {"rank"}}.get(name, set())
-    if name not in HOOKS or set(args) - allowed or len(args) != len(items) or not all(v.isdigit() for v in args.values()):
+    if (
+        name not in HOOKS
+        or set(args) - allowed
+        or len(args) != len(items)
+        or not all(v.isdigit() for v in args.values())
+    ):
         raise SpecError(f"DDP hook: {spec!r} is not allowed; expected fp32, fp16 or powersgd:rank=R")
     return name, args
 

@@ -37,7 +37,9 @@ def train_ddp_in_lab(config: RunConfig, state: LabState, hook: str = "fp32") -> 
     parse_hook(hook)
     world, timeout_s = config.cluster.workers, config.cluster.timeout_s
     if not 1 <= world <= len(state.hosts):
-        raise LabError(f"DDP with {world} ranks needs {world} lab hosts; lab {state.name} has {len(state.hosts)}")
+        raise LabError(
+            f"DDP with {world} ranks needs {world} lab hosts; lab {state.name} has {len(state.hosts)}"
+        )
     master, port = state.hosts[0].address, 20_000 + secrets.randbelow(20_000)
     with tempfile.TemporaryDirectory(prefix="adass-ddp-") as tmp:
         folder = Path(tmp)
@@ -66,12 +68,17 @@ def train_ddp_in_lab(config: RunConfig, state: LabState, hook: str = "fp32") -> 
                 p.wait()
                 log.close()
         # a rank that failed on its own first; the others were killed after it
-        bad = sorted((r for r, (p, _) in enumerate(procs) if p.returncode != 0), key=lambda r: procs[r][0].returncode < 0)
+        bad = sorted(
+            (r for r, (p, _) in enumerate(procs) if p.returncode != 0),
+            key=lambda r: procs[r][0].returncode < 0,
+        )
         if bad:
             text = (folder / f"rank{bad[0]}.log").read_text(errors="replace").strip().splitlines()
             sys.stderr.write("\n".join(text[-20:]) + "\n")  # the failed rank's own account
             last = text[-1] if text else "no output"
-            raise LabError(f"DDP ({hook}) rank {bad[0]} of {world} failed or outlived {timeout_s:g} s: {last}")
+            raise LabError(
+                f"DDP ({hook}) rank {bad[0]} of {world} failed or outlived {timeout_s:g} s: {last}"
+            )
         reports = [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world)]
     return ddp_result(reports, config.optim.epochs)
 
@@ -86,7 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", required=True, type=float)
     args = parser.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
-    report = ddp_rank(config, args.rank, args.world, args.master, args.port, args.timeout_s, args.hook, args.host)
+    report = ddp_rank(
+        config, args.rank, args.world, args.master, args.port, args.timeout_s, args.hook, args.host
+    )
     report.setdefault("test_acc", float("nan"))
     report.setdefault("test_loss", float("nan"))
     Path(args.out).write_text(json.dumps(report))
