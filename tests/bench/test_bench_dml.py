@@ -1,9 +1,16 @@
 """The dml benchmark runs end to end in quick mode and writes its tables (timings are not asserted)."""
 
-import pandas as pd
+import os
+import subprocess
 
-from adass.bench import dml
+import pandas as pd
+import pytest
+
+from adass.bench import dml, netlab_dml
+from adass.bench.ddp import parse_hook
 from adass.cli import main
+from adass.netlab import LabError, require_tools
+from adass.registry import SpecError
 
 
 def test_quick_bench_writes_tables(tmp_path, capsys):
@@ -58,3 +65,54 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
         diffs = 100 * (mine["test_acc"] - single["test_acc"])
         assert abs(row.acc_vs_single_pts - diffs.mean()) < 1e-9
         assert abs(row.test_acc - mine["test_acc"].mean()) < 1e-9
+
+
+@pytest.mark.netlab
+def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys):
+    """``--netlab``: every arm on a lab, kernel bytes per step counted, the lab gone afterwards."""
+    try:
+        require_tools()
+    except LabError as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the network lab is needed under CI=true: {err}")
+        pytest.skip(f"no network lab here: {err}")
+    before = _namespaces()
+    assert main(["bench", "dml", "--quick", "--netlab", "1gbit", "--out", str(tmp_path)]) == 0
+    assert _namespaces() == before  # the suite's lab is torn down
+    printed = capsys.readouterr().out
+    assert "ring qsgd:bits=8 >= 2.5x faster than DDP fp32" in printed
+    assert (tmp_path / "dml.md").read_text().startswith("# adass bench dml --netlab")
+
+    table = pd.read_csv(tmp_path / "dml.csv", keep_default_na=False, na_values=[""])
+    assert list(table.columns) == netlab_dml.LAB_COLUMNS
+    assert list(table["arm"]) == [a.name for a in netlab_dml.ARMS]
+    assert (table["rate"] == "1gbit").all() and (table["step_ms"] > 0).all()
+    assert table.loc[table["arm"] == netlab_dml.DDP_FP32, "step_vs_ddp"].tolist() == [1.0]
+    ours = table[table["wire_MB_step"].notna()]
+    assert len(ours) == sum(1 for a in netlab_dml.ARMS if a.exchange)
+    # the kernel carried at least what the runs say they sent, and not absurdly more (Dask's own
+    # messages and headers come on top: a tiny model's steps are mostly that)
+    assert (table["kernel_MB_step"] > 0).all()
+    assert (ours["kernel_MB_step"] >= ours["wire_MB_step"]).all()
+    assert (table["kernel_MB_step"] < 1.0).all()
+    assert table["test_acc"].between(0, 1).all()
+
+
+def _namespaces() -> set[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in listed.splitlines() if line.strip()}
+
+
+def test_lab_rates_and_ddp_hooks_are_checked_in_one_line():
+    assert netlab_dml.parse_rates("1gbit, 100mbit") == ["1gbit", "100mbit"]
+    with pytest.raises(SpecError, match="--netlab: 'fast' is not allowed"):
+        netlab_dml.parse_rates("1gbit,fast")
+    assert parse_hook("powersgd:rank=4") == ("powersgd", {"rank": "4"}) and parse_hook("fp16") == ("fp16", {})
+    for bad in ("powersgd:rank=x", "fp16:rank=1", "bf16", "powersgd:rank"):
+        with pytest.raises(SpecError, match="DDP hook"):
+            parse_hook(bad)
+
+
+def test_netlab_is_refused_by_other_suites(tmp_path, capsys):
+    assert main(["bench", "samplers", "--netlab", "1gbit", "--out", str(tmp_path)]) == 2
+    assert "--netlab: only the dml suite" in capsys.readouterr().err

@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show)
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
-        return commands.run_bench(args.suite, out, quick=opts.quick)
+        return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab)
     except (SpecError, GroupConnectError) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -69,6 +69,9 @@ class BenchOptions(OutputOptions):
     """``adass bench SUITE``."""
 
     quick = param.Boolean(False, doc="small sizes (a smoke run)")
+    netlab = param.String(
+        "", doc="dml only: link rates of a network lab to run on, e.g. 1gbit,100mbit (root and iproute2)"
+    )
 
 
 class DashboardOptions(param.Parameterized):

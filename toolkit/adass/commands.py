@@ -144,12 +144,17 @@ def run_compare(
     return 0
 
 
-def run_bench(suite: str, out: Path, quick: bool = False) -> int:
-    """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``."""
+def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "") -> int:
+    """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
+
+    ``netlab`` (link rates) runs the ``dml`` suite on a network lab; other suites refuse it.
+    """
     from .bench import load_suite
 
+    if netlab and suite != "dml":
+        raise SpecError(f"--netlab: only the dml suite runs on a network lab, not {suite!r}")
     out.mkdir(parents=True, exist_ok=True)
-    load_suite(suite).run(out, quick=quick)
+    load_suite(suite).run(out, quick=quick, **({"netlab": netlab} if netlab else {}))
     return 0
 
 

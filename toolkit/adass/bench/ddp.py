@@ -6,18 +6,25 @@ seed, its shard, its sampler's visiting order, the optimizer), so a DDP run and 
 ``sampler=full`` do the same arithmetic up to the order of floating-point sums. A step is timed over
 forward + backward, inside which DDP's hooks all-reduce the gradients; the optimizer step is left
 out, as in the replicas' ``compute_s + comm_s``.
+
+DDP's own gradient compression runs through a communication hook (``HOOKS``): ``fp32`` (none, plain
+all-reduce), ``fp16`` (``fp16_compress_hook``) and ``powersgd:rank=R`` (``powerSGD_hook`` with error
+feedback and warm start, compressing from the second step on).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import torch
 import torch.distributed as dist
-from distributed import get_worker
+from distributed import as_completed, get_worker
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 
@@ -29,7 +36,65 @@ from ..data import load_dataset
 from ..engine import Engine, ReplicaState, TorchAgreement, set_lr
 from ..registry import SpecError
 
-__all__ = ["DDPResult", "ddp_rank", "train_ddp"]
+CLIENT_GRACE_S = 30.0
+
+__all__ = [
+    "CLIENT_GRACE_S",
+    "HOOKS",
+    "DDPResult",
+    "attach_hook",
+    "ddp_rank",
+    "ddp_result",
+    "parse_hook",
+    "train_ddp",
+]
+
+
+def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
+    model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+
+
+def _powersgd(model: DistributedDataParallel, args: dict[str, str]) -> None:
+    state = powersgd.PowerSGDState(
+        process_group=None, matrix_approximation_rank=int(args.get("rank", "1")), start_powerSGD_iter=2
+    )
+    model.register_comm_hook(state, powersgd.powerSGD_hook)
+
+
+# hook name -> attach(model, args); ``fp32`` leaves DDP's own all-reduce in place
+HOOKS: dict[str, Callable[[DistributedDataParallel, dict[str, str]], None]] = {
+    "fp32": lambda model, args: None,
+    "fp16": _fp16,
+    "powersgd": _powersgd,
+}
+
+
+def parse_hook(spec: str) -> tuple[str, dict[str, str]]:
+    """``powersgd:rank=4`` -> ``("powersgd", {"rank": "4"})``, checked against ``HOOKS``.
+
+    Raises
+    ------
+    SpecError
+        An unknown hook name or argument.
+    """
+    name, _, rest = spec.partition(":")
+    items = [item.split("=", 1) for item in rest.split(",") if item]
+    args = {item[0]: item[1] for item in items if len(item) == 2}
+    allowed = {"powersgd": {"rank"}}.get(name, set())
+    if (
+        name not in HOOKS
+        or set(args) - allowed
+        or len(args) != len(items)
+        or not all(v.isdigit() for v in args.values())
+    ):
+        raise SpecError(f"DDP hook: {spec!r} is not allowed; expected fp32, fp16 or powersgd:rank=R")
+    return name, args
+
+
+def attach_hook(model: DistributedDataParallel, spec: str) -> None:
+    """Register the communication hook ``spec`` (``fp32``, ``fp16``, ``powersgd:rank=4``) on ``model``."""
+    name, args = parse_hook(spec)
+    HOOKS[name](model, args)
 
 
 @dataclass
@@ -64,7 +129,7 @@ def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> flo
 
 
 def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: str, port: int,
-             timeout_s: float) -> dict[str, Any]:  # fmt: skip
+             timeout_s: float, hook: str = "fp32", host: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Train one DDP rank for ``config``'s epochs; runs on a Dask worker, one task per rank.
 
     Parameters
@@ -77,6 +142,10 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
         Rendezvous address of the process group (rank 0's host and a free port there).
     timeout_s : float
         How long a rank waits for the others.
+    hook : str
+        DDP communication hook (``HOOKS``): ``fp32``, ``fp16`` or ``powersgd:rank=R``.
+    host : str, optional
+        The address whose interface the group binds; default: this Dask worker's.
 
     Returns
     -------
@@ -88,12 +157,14 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
     keep_freed_memory()  # and the same allocator setting
     run = RunConfig.from_dict(config)
     o = run.optim
-    host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]  # bind where this Dask worker lives
+    if host is None:  # bind where this Dask worker lives
+        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
     init_group(master, port, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
     try:
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
         engine = Engine(state, TorchAgreement())
         model = DistributedDataParallel(state.model)
+        attach_hook(model, hook)
         rows: list[dict[str, Any]] = []
         epoch_s: list[float] = []
         step = 0
@@ -122,22 +193,25 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
         destroy_group()
 
 
-def train_ddp(config: RunConfig, handle: ClusterHandle) -> DDPResult:
+def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> DDPResult:
     """Run ``config`` with PyTorch DDP on the first ``config.cluster.workers`` workers of ``handle``.
 
     Parameters
     ----------
     config : RunConfig
         Data, model, optimizer and ``workers``; exchange, codec and link are ignored (DDP all-reduces
-        fp32 gradients over gloo, unthrottled).
+        over gloo, unthrottled, compressed only by ``hook``).
     handle : ClusterHandle
         An open cluster (left open) with at least ``workers`` workers.
+    hook : str
+        DDP communication hook (``HOOKS``): ``fp32`` (plain all-reduce), ``fp16``, ``powersgd:rank=R``.
 
     Returns
     -------
     DDPResult
         Per-step times of every rank, per-epoch times and the final evaluation.
     """
+    parse_hook(hook)
     world = config.cluster.workers
     addresses = handle.workers()
     if world < 1 or len(addresses) < world:
@@ -155,13 +229,23 @@ def train_ddp(config: RunConfig, handle: ClusterHandle) -> DDPResult:
             master,
             port,
             timeout_s,
+            hook,
             workers=[address],
             allow_other_workers=False,
             pure=False,
         )  # fmt: skip
         for rank, address in enumerate(addresses[:world])
     ]
-    reports = [f.result(timeout=timeout_s) for f in futures]
+    # a rank that fails leaves the others waiting in a collective: its error is the run's, at once
+    # the client waits past the ranks' own timeout, so a rank's error (naming what it waited for) wins
+    for done in as_completed(futures, timeout=timeout_s + CLIENT_GRACE_S):
+        if done.status == "error":
+            done.result()
+    return ddp_result([f.result() for f in futures], config.optim.epochs)
+
+
+def ddp_result(reports: list[dict[str, Any]], epochs: int) -> DDPResult:
+    """Merge the ranks' reports (rank 0 first), as :func:`ddp_rank` returns them, into one result."""
     steps = pd.DataFrame([row for r in reports for row in r["steps"]])
-    epoch_s = [max(r["epoch_s"][e] for r in reports) for e in range(config.optim.epochs)]
+    epoch_s = [max(r["epoch_s"][e] for r in reports) for e in range(epochs)]
     return DDPResult(steps, epoch_s, reports[0]["test_acc"], reports[0]["test_loss"])

@@ -309,7 +309,7 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
     ]  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
+def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
     averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed).
 
@@ -319,12 +319,20 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         Folder for the tables (created if missing).
     quick : bool
         A smoke run: tiny synthetic data, P = 2, one epoch.
+    netlab : str
+        Link rates (``1gbit,100mbit``): run the network-lab suite instead
+        (:mod:`adass.bench.netlab_dml`: DDP and its compression hooks against the project's
+        exchanges across lab hosts; ``dml.md`` and ``dml.csv`` only).
 
     Returns
     -------
     DataFrame
         Part (a), one row per P and arm (``COLUMNS``).
     """
+    if netlab:
+        from .netlab_dml import run as run_lab
+
+        return run_lab(out_dir, netlab, quick=quick)
     plan = QUICK if quick else FULL
     start, load = time.perf_counter(), os.getloadavg()
     base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)

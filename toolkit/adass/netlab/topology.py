@@ -17,7 +17,7 @@ from .shaping import shape
 from .state import Host, LabState
 from .system import LabError, sh
 
-__all__ = ["MAX_HOSTS", "build", "destroy", "plan", "present"]
+__all__ = ["DEVICE", "MAX_HOSTS", "build", "destroy", "plan", "present", "reshape"]
 
 MAX_HOSTS = 250
 BRIDGE = "br0"
@@ -55,6 +55,15 @@ def build(state: LabState, queue_ms: float = 20.0) -> None:
         sh(["ip", "-n", ns, "link", "set", DEVICE, "up"])
         shape(ns, DEVICE, state.rate_bps, queue_ms)  # the host's upload
         shape(sw, host.port, state.rate_bps, queue_ms)  # its download
+
+
+def reshape(state: LabState, rate_bps: float, queue_ms: float = 20.0) -> None:
+    """Shape every link of a running lab to ``rate_bps`` each way (processes and connections stay)."""
+    for host in state.hosts:
+        shape(host.netns, DEVICE, rate_bps, queue_ms)
+        shape(state.switch, host.port, rate_bps, queue_ms)
+    state.rate_bps = rate_bps
+    state.save()
 
 
 def present(state: LabState) -> list[str]:

@@ -1,0 +1,374 @@
+"""``adass bench dml --netlab RATES``: DDP and its compression hooks against the project's exchanges,
+P = 4, across the hosts of a network lab whose links the kernel shapes to each rate in turn.
+
+The suite builds a lab of P + 1 hosts (the PS server takes the last), starts a Dask scheduler on
+host 0 and one worker per host, and for each rate reshapes every link and runs the arms of ``ARMS``
+for each model from a client inside host 0 (the lab's addresses exist only inside its namespaces).
+The project's arms run on the lab's Dask workers; DDP's ranks run as processes of their own on hosts
+0..P-1, started the way ``torchrun`` starts them (:mod:`adass.bench.ddp_lab`).
+The lab is taken down at the end, also on failure or interrupt.
+
+Columns, per rate, model and arm:
+
+- ``step_ms``: median over steps of the slowest rank's step time. Project arms: forward + backward +
+  codec math + waiting on transfers (``compute_s + encode_s + comm_s + decode_s``); DDP: forward +
+  backward, inside which it all-reduces. The optimizer step is left out of both.
+- ``step_vs_ddp``: ``step_ms`` over DDP fp32's at the same rate and model.
+- ``kernel_MB_step``: bytes the kernel counted leaving every lab host's ``eth0`` while the arm ran
+  (Ethernet, IP and TCP headers included, and Dask's own traffic of that run: task messages,
+  heartbeats, records), over its steps. DDP's bytes are counted nowhere else.
+- ``wire_MB_step``: the project's own account of the gradient bytes every rank sent, per step.
+- ``compute_ms``: the project arms' median forward + backward time of the slowest rank (one core per
+  worker): the CPU part of a step.
+- ``link_ms``: the busiest host's kernel bytes per step at the link's rate: the least time a step
+  can spend on the wire.
+- ``test_acc``: after the same epochs, from the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..cluster import ClusterHandle, connect, train_distributed
+from ..config import RunConfig
+from ..data import load_dataset
+from ..metrics import MemorySink, StepRecord
+from ..models import build_model
+from ..netlab import (
+    LabError,
+    LabState,
+    lab_down,
+    lab_up,
+    parse_rate,
+    read_counters,
+    require_tools,
+    reshape,
+    since,
+    start_cluster,
+)  # fmt: skip
+from ..registry import SpecError
+from ..tables import markdown_table
+from . import write_report
+from .ddp_lab import train_ddp_in_lab
+
+__all__ = ["ARMS", "DDP_FP32", "LAB_COLUMNS", "LAB_FULL", "LAB_QUICK", "Arm", "LabPlan", "lab_targets",
+           "measure", "parse_rates", "run"]  # fmt: skip
+
+RING, PS = "ring", "ps:servers=1"
+# integer codes summed exactly along the ring under one shared scale (see bench dml)
+QSGD_RING = "ring:strategy=shared_scale"
+# random-k with error feedback: what a step leaves out is sent in later steps; unscaled, so the
+# residual stays bounded (ef's contract)
+RS_CODEC = "ef(randk:ratio=0.01,scale=false)"
+DDP_FP32 = "DDP fp32"
+LAB_COLUMNS = ["rate", "model", "params", "arm", "step_ms", "step_vs_ddp", "kernel_MB_step", "wire_MB_step",
+               "compute_ms", "link_ms", "test_acc"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One row of the table: DDP with a communication hook, or a project exchange with a codec.
+
+    Attributes
+    ----------
+    name : str
+        The row's label.
+    exchange : str
+        Exchange spec; empty for DDP.
+    codec : str
+        Codec spec, or DDP's hook (``fp32``, ``fp16``, ``powersgd:rank=R``).
+    """
+
+    name: str
+    exchange: str
+    codec: str
+
+
+ARMS = [
+    Arm(DDP_FP32, "", "fp32"),
+    Arm("DDP fp16 hook", "", "fp16"),
+    Arm("DDP PowerSGD rank 1", "", "powersgd:rank=1"),
+    Arm("DDP PowerSGD rank 4", "", "powersgd:rank=4"),
+    Arm("ring fp32", RING, "fp32"),
+    Arm("ring qsgd:bits=8", QSGD_RING, "qsgd:bits=8"),
+    Arm(f"RS-ADASS ring {RS_CODEC}", RING, RS_CODEC),
+    Arm("PS fp32", PS, "fp32"),
+]
+
+
+@dataclass(frozen=True)
+class LabPlan:
+    """Sizes of one lab benchmark.
+
+    Attributes
+    ----------
+    setting : dict
+        Run options shared by every arm (data, batch, lr, epochs, seed).
+    models : tuple of str
+        Model specs, each run through every arm.
+    workers : int
+        Replicas P (the lab has P + 1 hosts: the PS server on the last).
+    warm_up : bool
+        One untimed PS epoch per model first, so no arm pays the workers' first-use costs.
+    timeout_s : float
+        How long a rank waits for the others (and the client for a run's ranks).
+    """
+
+    setting: dict
+    models: tuple[str, ...]
+    workers: int
+    warm_up: bool
+    timeout_s: float
+
+
+LAB_FULL = LabPlan({"data": "mnist5k", "batch_size": 64, "lr": 0.05, "epochs": 1, "seed": 0},
+                   ("mlp:hidden=128", "mlp:hidden=1280"), 4, True, 600.0)  # fmt: skip
+LAB_QUICK = LabPlan({"data": "synthetic:n=480,d=8,classes=3,test=120", "batch_size": 32, "lr": 0.1,
+                     "epochs": 1, "seed": 0}, ("mlp:hidden=16",), 2, False, 120.0)  # fmt: skip
+
+
+def parse_rates(text: str) -> list[str]:
+    """``1gbit,100mbit`` -> ``["1gbit", "100mbit"]``, each checked as a lab rate.
+
+    Raises
+    ------
+    SpecError
+        An empty list or a rate that is not a bandwidth.
+    """
+    rates = [r.strip() for r in text.split(",") if r.strip()]
+    if not rates:
+        raise SpecError(f"--netlab: {text!r} is not allowed; expected rates such as 1gbit,100mbit")
+    for rate in rates:
+        try:
+            parse_rate(rate)
+        except LabError:
+            raise SpecError(
+                f"--netlab: {rate!r} is not allowed; expected a bandwidth such as 1gbit or 100mbit"
+            ) from None
+    return rates
+
+
+def _step_ms(per_rank_s: pd.Series, steps: pd.Series) -> float:
+    """Median over steps of the slowest rank's time, in ms."""
+    return 1e3 * float(per_rank_s.groupby(steps).max().median())
+
+
+def _run_arm(base: RunConfig, handle: ClusterHandle, state: LabState, workers: int, arm: Arm) -> dict:
+    """Train one arm; its timings, steps, wire bytes and accuracy."""
+    if not arm.exchange:
+        try:
+            result = train_ddp_in_lab(base.replace(workers=workers), state, hook=arm.codec)
+        except LabError as err:  # once more, from fresh processes; a second failure ends the suite
+            print(f"{arm.name}: {err}; running it again", file=sys.stderr, flush=True)
+            result = train_ddp_in_lab(base.replace(workers=workers), state, hook=arm.codec)
+        steps = result.steps
+        return {"step_ms": _step_ms(steps["step_s"], steps["step"]), "steps": int(steps["step"].nunique()),
+                "wire_MB_step": float("nan"), "compute_ms": float("nan"), "test_acc": result.test_acc}  # fmt: skip
+    config = base.replace(workers=workers, exchange=arm.exchange, codec=arm.codec)
+    result = train_distributed(config, handle=handle, sink=MemorySink(), run_id=f"lab-{arm.name}")
+    steps = result.sink.frame(StepRecord)
+    step_s = steps["compute_s"] + steps["encode_s"] + steps["comm_s"] + steps["decode_s"]
+    n_steps = int(steps["step"].nunique())
+    return {"step_ms": _step_ms(step_s, steps["step"]), "steps": n_steps,
+            "wire_MB_step": result.totals["wire_bytes"] / n_steps / 1e6,
+            "compute_ms": _step_ms(steps["compute_s"], steps["step"]), "test_acc": result.final.test_acc}  # fmt: skip
+
+
+def _params(model: str, data: str, seed: int) -> int:
+    dataset = load_dataset(data, seed=seed)
+    return sum(p.numel() for p in build_model(model, dataset.shape, dataset.classes, seed=seed).parameters())
+
+
+def measure(scheduler: str, state: LabState, rate: str, plan: LabPlan) -> pd.DataFrame:
+    """Every model x arm on the lab's cluster at its current rate; runs inside a lab host.
+
+    Parameters
+    ----------
+    scheduler : str
+        The lab's scheduler address.
+    state : LabState
+        The lab (for its hosts' counters).
+    rate : str
+        The rate its links are shaped to now.
+    plan : LabPlan
+        Models, setting, P.
+
+    Returns
+    -------
+    DataFrame
+        ``LAB_COLUMNS`` less ``step_vs_ddp``, one row per model and arm.
+    """
+    rate_bps, rows, timeout_s = parse_rate(rate), [], plan.timeout_s
+    with connect(scheduler, n_workers=plan.workers + 1, timeout_s=timeout_s) as handle:
+        for model in plan.models:
+            base = RunConfig.from_flat(**plan.setting, model=model, sampler="full", timeout_s=timeout_s)
+            if plan.warm_up:
+                train_distributed(base.replace(workers=plan.workers, exchange=PS), handle=handle,
+                                  sink=MemorySink(), run_id="lab-warm-up")  # fmt: skip
+            params = _params(model, plan.setting["data"], plan.setting["seed"])
+            for arm in ARMS:
+                before = read_counters(state)
+                got = _run_arm(base, handle, state, plan.workers, arm)
+                sent = [d.tx_bytes for d in since(before, read_counters(state)).values()]
+                steps = got.pop("steps")
+                rows.append({"rate": rate, "model": model, "params": params, "arm": arm.name, **got,
+                             "kernel_MB_step": sum(sent) / steps / 1e6,
+                             "link_ms": 1e3 * max(sent) / steps * 8 / rate_bps})  # fmt: skip
+                print(f"{rate} {model} {arm.name}: {got['step_ms']:.1f} ms a step", flush=True)
+    return pd.DataFrame(rows)
+
+
+def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    ddp = table[table["arm"] == DDP_FP32].set_index(["rate", "model"])["step_ms"]
+    key = pd.MultiIndex.from_frame(table[["rate", "model"]])
+    return table.assign(step_vs_ddp=table["step_ms"].to_numpy() / ddp.reindex(key).to_numpy())[LAB_COLUMNS]
+
+
+def lab_targets(table: pd.DataFrame) -> pd.DataFrame:
+    """The suite's goals, read off its table (measured, never asserted).
+
+    Ring fp32 at most 1.1x DDP fp32 per step (every rate and model); at the slowest rate with the
+    largest model, ring qsgd:bits=8 at least 2.5x faster per step than DDP fp32 and faster than DDP's
+    fp16 hook; RS-ADASS faster per step than each PowerSGD arm at equal or better test accuracy.
+
+    Returns
+    -------
+    DataFrame
+        ``goal``, ``met`` (yes/no) and ``measured``.
+    """
+    rs = next(a.name for a in ARMS if a.codec == RS_CODEC)
+    checks = []
+    for (rate, model), group in table.groupby(["rate", "model"], sort=False):
+        row = group.set_index("arm")
+        ring = row.loc["ring fp32", "step_vs_ddp"]
+        checks.append((f"ring fp32 step <= 1.1x DDP fp32's, {rate}, {model}", ring <= 1.1, f"{ring:.2f}x"))
+        for psgd in [a.name for a in ARMS if a.codec.startswith("powersgd")]:
+            faster = row.loc[rs, "step_ms"] < row.loc[psgd, "step_ms"]
+            as_good = row.loc[rs, "test_acc"] >= row.loc[psgd, "test_acc"]
+            checks.append((f"RS-ADASS faster than {psgd} at equal or better accuracy, {rate}, {model}",
+                           faster and as_good,
+                           f"{row.loc[rs, 'step_ms']:.1f} vs {row.loc[psgd, 'step_ms']:.1f} ms, accuracy "
+                           f"{row.loc[rs, 'test_acc']:.4f} vs {row.loc[psgd, 'test_acc']:.4f}"))  # fmt: skip
+    slow = min(table["rate"].unique(), key=parse_rate)
+    big = table.loc[table["params"].idxmax(), "model"]
+    row = table[(table["rate"] == slow) & (table["model"] == big)].set_index("arm")
+    qsgd, ddp, fp16 = (row.loc[a, "step_ms"] for a in ("ring qsgd:bits=8", DDP_FP32, "DDP fp16 hook"))
+    checks.append((f"ring qsgd:bits=8 >= 2.5x faster than DDP fp32, {slow}, {big}", ddp / qsgd >= 2.5,
+                   f"{ddp / qsgd:.2f}x ({qsgd:.1f} vs {ddp:.1f} ms)"))  # fmt: skip
+    checks.append((f"ring qsgd:bits=8 faster than DDP fp16 hook, {slow}, {big}", qsgd < fp16,
+                   f"{qsgd:.1f} vs {fp16:.1f} ms"))  # fmt: skip
+    return pd.DataFrame([{"goal": g, "met": "yes" if ok else "no", "measured": m} for g, ok, m in checks])
+
+
+def _measure_in_lab(state: LabState, scheduler: str, rate: str, quick: bool, out: Path) -> pd.DataFrame:
+    """Run ``measure`` in a client process inside host 0 (``python -m adass.bench.netlab_dml``)."""
+    argv = ["ip", "netns", "exec", state.hosts[0].netns, sys.executable, "-m", "adass.bench.netlab_dml",
+            "--scheduler", scheduler, "--state", state.path, "--rate", rate, "--out", str(out)]  # fmt: skip
+    done = subprocess.run([*argv, "--quick"] if quick else argv)
+    if done.returncode != 0:
+        raise LabError(f"the lab client at {rate} failed with exit status {done.returncode}")
+    return pd.read_csv(out)
+
+
+def _header(plan: LabPlan, rates: list[str], elapsed_s: float, load: tuple[float, float, float]) -> list[str]:
+    s = plan.setting
+    return [
+        "# adass bench dml --netlab", "",
+        f"Network lab: {plan.workers + 1} hosts (network namespaces on a bridge), every link shaped by "
+        f"`tc tbf` to {', '.join(rates)} each way in turn; Dask scheduler on host 0, one single-thread "
+        f"worker per host (the PS server on host {plan.workers}), client on host 0. P = {plan.workers}; "
+        f"`{s['data']}`, global batch {s['batch_size']}, lr {s['lr']}, {s['epochs']} epoch(s), sampler "
+        f"`full`, seed {s['seed']}. Host with {os.cpu_count()} CPUs, load average {load[0]:.1f} at the "
+        f"start; {elapsed_s:.0f} s in all.", "",
+        "step_ms: median over steps of the slowest rank (project: compute + codec + waiting on "
+        "transfers; DDP: forward + backward with its all-reduce inside; optimizer step left out of both). "
+        "kernel_MB_step: bytes the kernel counted leaving all hosts' eth0 during the arm (headers and "
+        "Dask's own messages included) per step; wire_MB_step: the project's own count of gradient bytes "
+        "sent; compute_ms: forward + backward of the slowest rank; link_ms: the busiest host's kernel "
+        "bytes per step at the link rate.", "",
+    ]  # fmt: skip
+
+
+def _lab_frames(plan: LabPlan, rates: list[str], quick: bool) -> list[pd.DataFrame]:
+    """Build the lab, measure at each rate, and take the lab down whatever happens."""
+    frames = []
+    with tempfile.TemporaryDirectory(prefix="adass-bench-lab-") as tmp:
+        state = lab_up(plan.workers + 1, rates[0], f"bench{secrets.token_hex(3)}", Path(tmp))
+        try:
+            scheduler = start_cluster(state, plan.workers + 1, timeout_s=180)
+            for rate in rates:
+                reshape(state, parse_rate(rate))
+                frames.append(_measure_in_lab(state, scheduler, rate, quick, Path(tmp) / f"{rate}.csv"))
+        finally:
+            lab_down(state)
+    return frames
+
+
+def run(out_dir: Path, rates: str, quick: bool = False) -> pd.DataFrame:
+    """Build a lab, run every arm at every rate, take the lab down; print and write the tables.
+
+    Parameters
+    ----------
+    out_dir : Path
+        Folder for ``dml.md`` and ``dml.csv`` (created if missing).
+    rates : str
+        Comma-separated link rates, e.g. ``1gbit,100mbit``.
+    quick : bool
+        A smoke run: tiny synthetic data, one small model, P = 2.
+
+    Returns
+    -------
+    DataFrame
+        One row per rate, model and arm (``LAB_COLUMNS``).
+
+    Raises
+    ------
+    SpecError
+        A bad rate, or the lab cannot be built (not root, no iproute2), in one line.
+    """
+    names = parse_rates(rates)
+    plan = LAB_QUICK if quick else LAB_FULL
+    start, load = time.perf_counter(), os.getloadavg()
+    try:
+        require_tools()
+        frames = _lab_frames(plan, names, quick)
+    except LabError as err:
+        raise SpecError(f"--netlab: {err}") from None
+    table = _with_ratios(pd.concat(frames, ignore_index=True))
+    text = _header(plan, names, time.perf_counter() - start, load)
+    for rate in names:
+        text += [f"## {rate}", "", markdown_table(table[table["rate"] == rate]), ""]
+    text += ["## Targets", "", markdown_table(lab_targets(table)), ""]
+    write_report(out_dir, "dml", text, {"dml": table})
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The client inside host 0: ``python -m adass.bench.netlab_dml --scheduler ... --out FILE.csv``."""
+    parser = argparse.ArgumentParser(prog="python -m adass.bench.netlab_dml")
+    parser.add_argument("--scheduler", required=True)
+    parser.add_argument("--state", required=True, type=Path)
+    parser.add_argument("--rate", required=True)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    table = measure(
+        args.scheduler, LabState.load(args.state), args.rate, LAB_QUICK if args.quick else LAB_FULL
+    )
+    table.to_csv(args.out, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
