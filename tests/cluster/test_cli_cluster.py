@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from adass.cli import main
-from adass.cluster import train_distributed
+from adass.cluster import read_checkpoint, train_distributed
 from adass.config import RunConfig
 
 TINY = ["--data", "synthetic:n=160,d=5,classes=3,test=40", "--model", "mlp:hidden=8", "--batch-size", "16",
@@ -30,9 +30,9 @@ def test_train_writes_traffic_and_resume_continues_exactly(tmp_path, capsys):
     assert main(["train", "--resume", str(resumed), "--epochs", "3", "--quiet"]) == 0
     evals = pd.read_parquet(resumed / "eval.parquet")
     assert list(evals["epoch"]) == [0, 1, 2]
-    assert json.loads((resumed / "checkpoints" / "state.json").read_text())["epoch"] == 2
-    a = torch.load(straight / "checkpoints" / "rank0.pt", weights_only=True)["model"]
-    b = torch.load(resumed / "checkpoints" / "rank1.pt", weights_only=True)["model"]
+    assert read_checkpoint(resumed).epoch == 2
+    a = torch.load(read_checkpoint(straight).folder / "rank0.pt", weights_only=True)["model"]
+    b = torch.load(read_checkpoint(resumed).folder / "rank1.pt", weights_only=True)["model"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
     traffic = pd.read_parquet(straight / "traffic.parquet")

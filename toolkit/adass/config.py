@@ -66,6 +66,7 @@ class OptimSection(param.Parameterized):
     weight_decay = param.Number(0.0, bounds=(0.0, 1.0), doc="L2 weight decay")
     schedule = param.Selector(objects=["constant", "step", "cosine"], default="cosine", doc="learning-rate schedule")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="run seed (data split, init, sampling, codecs)")
+    max_nonfinite = param.Integer(5, bounds=(1, 1_000_000), doc="steps in a row with a non-finite loss or gradient (each skipped) after which the run stops")
 
 
 class CodecSection(param.Parameterized):
@@ -81,6 +82,8 @@ class ClusterSection(param.Parameterized):
     workers = param.Integer(0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)")
     scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
+    detect_s = param.Number(30.0, bounds=(1.0, 3_600.0), doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)")
+    restarts = param.Integer(2, bounds=(0, 100), doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has")
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import dask
 from distributed import Client, LocalCluster
 
-__all__ = ["ClusterHandle", "connect"]
+from ..failures import RunFailure, one_line
+
+__all__ = ["ClusterHandle", "connect", "reachable"]
 
 
 @dataclass
@@ -46,7 +50,9 @@ class ClusterHandle:
         self.close()
 
 
-def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0) -> ClusterHandle:
+def connect(
+    address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0
+) -> ClusterHandle:
     """A Dask client with at least ``n_workers`` workers.
 
     Parameters
@@ -58,15 +64,34 @@ def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 6
         ``distributed.worker.profile.enabled: false`` in its Dask config for the same effect.
     n_workers : int
         Workers needed; with ``address`` this waits up to ``timeout_s`` for that many to join.
+    detect_s : float
+        Embedded cluster: seconds without a heartbeat after which the scheduler drops a worker (a killed
+        worker is dropped at once, when its connections close); its nanny starts a replacement.
+
+    Raises
+    ------
+    RunFailure
+        One line: nothing listens at ``address``, or too few workers joined in ``timeout_s``.
     """
     if address:
-        client = Client(address, timeout=timeout_s)
-        client.wait_for_workers(n_workers, timeout=timeout_s)
+        reachable(address)
+        try:
+            client = Client(address, timeout=timeout_s)
+        except Exception as err:
+            raise RunFailure(f"--scheduler: cannot connect to {address}: {one_line(err)}") from None
+        try:
+            client.wait_for_workers(n_workers, timeout=timeout_s)
+        except Exception:
+            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            client.close()
+            raise RunFailure(f"--scheduler: {address} has {have} workers; {n_workers} did not join within "
+                             f"{timeout_s:g} s") from None  # fmt: skip
         return ClusterHandle(client)
     # Dask's sampling profiler takes each worker's GIL 100 times a second; every ring hop needs the
     # GIL back after its wait, so on a small machine the profiler alone stretched the step by
     # a quarter. The embedded cluster runs without it (the dashboard's Profile page stays empty).
-    with dask.config.set({"distributed.worker.profile.enabled": False}):
+    ttl = {"distributed.scheduler.worker-ttl": f"{detect_s:g}s"}
+    with dask.config.set({"distributed.worker.profile.enabled": False, **ttl}):
         cluster = LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,
@@ -77,3 +102,17 @@ def connect(address: str | None = None, n_workers: int = 2, timeout_s: float = 6
         cluster.close()
         raise
     return ClusterHandle(client, cluster)
+
+
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Raise RunFailure in one line unless something accepts TCP connections at ``address`` (``tcp://H:P``)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port or 8786
+    except ValueError as err:
+        raise RunFailure(f"--scheduler: {address!r} is no address ({err})") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise RunFailure(f"--scheduler: nothing answers at {address} ({err.strerror or err})") from None
