@@ -9,6 +9,7 @@ from ..registry import Param, Registry, parse_spec
 from .base import Dataset
 from .standardization import STANDARDIZE
 from .standardization import standardize as standardize_dataset  # the loaders' keyword is `standardize`
+from .validation import check_dataset
 
 __all__ = ["DATASETS", "DatasetRegistry", "load_dataset"]
 
@@ -69,7 +70,11 @@ def load_dataset(spec: str, seed: int = 0) -> Dataset:
     SpecError
         The spec names no dataset or has a bad parameter value.
     DataError
-        A file is missing, truncated or inconsistent; the message names the file.
+        A file is missing, truncated or inconsistent (the message names the file), or the data
+        cannot train a classifier: an empty split, empty samples, NaN or infinite features, labels
+        out of range, a single class (see :func:`adass.data.validation.check_dataset`).
     """
     parsed = parse_spec(spec, DATASETS.kind)
-    return DATASETS.build(parsed, seed=seed, name=str(parsed))
+    data = DATASETS.build(parsed, seed=seed, name=str(parsed))
+    check_dataset(data)
+    return data

@@ -11,6 +11,7 @@ from sklearn.datasets import load_svmlight_file
 from ..registry import Param
 from .base import DataError, Dataset, labels_to_tensor
 from .catalog import DATASETS
+from .validation import check_fits
 
 __all__ = ["holdout_split", "read_svmlight"]
 
@@ -25,11 +26,16 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"svmlight: file {path} not found")
     try:
         x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
-    except (ValueError, OSError, EOFError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise DataError(f"svmlight: {path}: cannot parse ({reason})") from None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError) as err:
+        # the parser's message may quote the file; name the kind of error only
+        raise DataError(f"svmlight: {path}: cannot parse it as svmlight text ({type(err).__name__})") from None
     if x.shape[0] == 0:
         raise DataError(f"svmlight: {path}: no samples")
+    if not np.isfinite(x.data).all():
+        raise DataError(f"svmlight: {path}: {int((~np.isfinite(x.data)).sum())} NaN or infinite feature values")
+    if not np.isfinite(y).all():
+        raise DataError(f"svmlight: {path}: {int((~np.isfinite(y)).sum())} NaN or infinite labels")
+    check_fits(4.0 * x.shape[0] * x.shape[1], f"svmlight: {path}: {x.shape[0]} samples x {x.shape[1]} features")
     return x.toarray(), y
 
 
