@@ -92,3 +92,9 @@ def test_ctrl_c_ends_a_run_with_one_line(tmp_path):
         proc.kill()
     assert proc.returncode == 130
     assert len(err.strip().splitlines()) == 1 and "interrupted" in err
+
+
+def test_tls_flags_need_an_external_scheduler(tmp_path, capsys):
+    code = main(["train", *TINY, "--workers", "1", "--tls-ca", "ca.pem", "--out", str(tmp_path / "run")])
+    assert code == 2
+    assert "--tls-ca" in _one_line(capsys)

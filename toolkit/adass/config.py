@@ -83,6 +83,9 @@ class ClusterSection(param.Parameterized):
     scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
     detect_s = param.Number(30.0, bounds=(1.0, 3_600.0), doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)")
+    tls_ca = param.String("", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with")
+    tls_cert = param.String("", doc="external scheduler: this client's certificate file (PEM)")
+    tls_key = param.String("", doc="external scheduler: this client's private key file (PEM)")
     restarts = param.Integer(2, bounds=(0, 100), doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has")
 
 
@@ -218,6 +221,11 @@ class RunConfig:
                 value = flat[option]
                 if value != default:
                     raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
+
+        if not self.cluster.scheduler:
+            for option in ("tls_ca", "tls_cert", "tls_key"):
+                if getattr(self.cluster, option):
+                    raise SpecError(f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)")
 
     @classmethod
     def from_dict(cls, nested: dict[str, dict[str, Any]]) -> RunConfig:

@@ -10,8 +10,10 @@ from urllib.parse import urlsplit
 
 import dask
 from distributed import Client, LocalCluster
+from distributed.security import Security
 
 from ..failures import RunFailure, one_line
+from .credentials import temporary_security
 
 __all__ = ["ClusterHandle", "connect", "reachable"]
 
@@ -51,22 +53,26 @@ class ClusterHandle:
 
 
 def connect(
-    address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0
-) -> ClusterHandle:
+    address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0,
+    security: Security | None = None,
+) -> ClusterHandle:  # fmt: skip
     """A Dask client with at least ``n_workers`` workers.
 
     Parameters
     ----------
     address : str, optional
-        A running scheduler (``tcp://host:8786``). Without it, an embedded ``LocalCluster`` of
-        ``n_workers`` processes with one thread each is started on 127.0.0.1 (dashboard on a free port,
-        Dask's sampling profiler off). For a cluster of your own, set
+        A running scheduler (``tcp://host:8786``, ``tls://...``). Without it, an embedded ``LocalCluster``
+        of ``n_workers`` processes with one thread each is started on 127.0.0.1 (dashboard on a free
+        port, Dask's sampling profiler off), its traffic under TLS with credentials made for it alone,
+        so no other user of the machine can join it or run code in its workers. For a cluster of your own, set
         ``distributed.worker.profile.enabled: false`` in its Dask config for the same effect.
     n_workers : int
         Workers needed; with ``address`` this waits up to ``timeout_s`` for that many to join.
     detect_s : float
         Embedded cluster: seconds without a heartbeat after which the scheduler drops a worker (a killed
         worker is dropped at once, when its connections close); its nanny starts a replacement.
+    security : Security, optional
+        The client's credentials for ``address`` (see :func:`adass.cluster.credentials.user_security`).
 
     Raises
     ------
@@ -76,7 +82,7 @@ def connect(
     if address:
         reachable(address)
         try:
-            client = Client(address, timeout=timeout_s)
+            client = Client(address, timeout=timeout_s, security=security)
         except Exception as err:
             raise RunFailure(f"--scheduler: cannot connect to {address}: {one_line(err)}") from None
         try:
@@ -91,13 +97,15 @@ def connect(
     # GIL back after its wait, so on a small machine the profiler alone stretched the step by
     # a quarter. The embedded cluster runs without it (the dashboard's Profile page stays empty).
     ttl = {"distributed.scheduler.worker-ttl": f"{detect_s:g}s"}
+    embedded_security = temporary_security()
     with dask.config.set({"distributed.worker.profile.enabled": False, **ttl}):
         cluster = LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,
+            security=embedded_security,
         )  # fmt: skip
     try:
-        client = Client(cluster, timeout=timeout_s)
+        client = Client(cluster, timeout=timeout_s, security=embedded_security)
     except BaseException:
         cluster.close()
         raise
