@@ -199,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             opts = _checked(DashboardOptions, args)
             scheduler = check_option("scheduler", ClusterSection.param["scheduler"], args.scheduler or "")
             runs = None if opts.runs is None else Path(opts.runs)
-            return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show)
+            return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show,
+                                          data_dirs=opts.data_dir, allow_schedulers=opts.allow_scheduler,
+                                          max_workers=opts.max_workers, token=opts.token)  # fmt: skip
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick)

@@ -166,9 +166,11 @@ def run_bench(suite: str, out: Path, quick: bool = False) -> int:
     return 0
 
 
-def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False) -> int:
-    """``adass dashboard``: serve the live dashboard until interrupted."""
+def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False,
+                  **policy) -> int:  # fmt: skip
+    """``adass dashboard``: serve the live dashboard until interrupted; ``policy`` holds
+    ``data_dirs``, ``allow_schedulers``, ``max_workers`` and ``token`` (see ``serve_dashboard``)."""
     from .dashboard import serve_dashboard
 
-    serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show)
+    serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show, **policy)
     return 0
