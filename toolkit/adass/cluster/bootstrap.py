@@ -12,7 +12,7 @@ import socket
 import torch
 import torch.distributed as dist
 
-__all__ = ["backend", "destroy_group", "free_port", "init_group"]
+__all__ = ["backend", "destroy_group", "free_port", "init_group", "rendezvous_store"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -36,10 +36,26 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float) 
     if dist.is_initialized():
         dist.destroy_process_group()
     name = "cpu:gloo,cuda:nccl" if backend() == "nccl" else "gloo"
-    dist.init_process_group(
-        name, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )  # fmt: skip
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store = rendezvous_store(master, port, rank, world, timeout)
+    dist.init_process_group(name, store=store, rank=rank, world_size=world, timeout=timeout)
+
+
+def rendezvous_store(master: str, port: int, rank: int, world: int, timeout: datetime.timedelta) -> dist.TCPStore:
+    """The ranks' rendezvous store; rank 0 serves it on ``master`` alone, not on every interface.
+
+    torch's TCPStore binds all interfaces; handing it a socket already bound to ``master`` keeps the
+    store off the addresses the ranks do not use.
+    """
+    if rank != 0:
+        return dist.TCPStore(master, port, world, False, timeout=timeout)
+    family = socket.AF_INET6 if ":" in master else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((master, port))
+    sock.listen(max(world, 64))
+    return dist.TCPStore(master, port, world, True, timeout=timeout, wait_for_workers=False,
+                         master_listen_fd=sock.detach())  # fmt: skip
 
 
 def destroy_group() -> None:
