@@ -35,7 +35,9 @@ class DatasetRegistry(Registry):
         def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
             @functools.wraps(loader)
             def load_standardized(*, standardize: str = STANDARDIZE.default, **values) -> Dataset:
-                return standardize_dataset(loader(**values), standardize, built_standardized)
+                data = loader(**values)
+                check_dataset(data)  # before standardizing: its statistics need samples with values
+                return standardize_dataset(data, standardize, built_standardized)
 
             register_entry(load_standardized)
             return loader
@@ -75,6 +77,4 @@ def load_dataset(spec: str, seed: int = 0) -> Dataset:
         out of range, a single class (see :func:`adass.data.validation.check_dataset`).
     """
     parsed = parse_spec(spec, DATASETS.kind)
-    data = DATASETS.build(parsed, seed=seed, name=str(parsed))
-    check_dataset(data)
-    return data
+    return DATASETS.build(parsed, seed=seed, name=str(parsed))
