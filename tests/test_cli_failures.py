@@ -98,3 +98,11 @@ def test_tls_flags_need_an_external_scheduler(tmp_path, capsys):
     code = main(["train", *TINY, "--workers", "1", "--tls-ca", "ca.pem", "--out", str(tmp_path / "run")])
     assert code == 2
     assert "--tls-ca" in _one_line(capsys)
+
+
+def test_a_diverging_run_stops_with_one_line(tmp_path, capsys):
+    args = ["train", "--data", "synthetic:n=600,d=8,classes=3,test=100", "--model", "mlp:hidden=16", "--lr", "100",
+            "--momentum", "0.99", "--epochs", "20", "--quiet", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(args) == 2
+    err = _one_line(capsys)
+    assert "not finite" in err and "--max-nonfinite" in err

@@ -9,7 +9,7 @@ import pytest
 
 from adass.cluster import connect, read_checkpoint, train_distributed
 from adass.config import RunConfig
-from adass.failures import RunFailure
+from adass.failures import Diverged, RunFailure
 
 BASE = dict(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=200", model="mlp:hidden=16", epochs=4,
             batch_size=32, lr=0.1, workers=3, seed=1, schedule="constant")  # fmt: skip
@@ -57,3 +57,10 @@ def test_a_run_that_loses_a_worker_restarts_from_its_checkpoint_and_matches_the_
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
     assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005
     assert read_checkpoint(tmp_path / "killed", 3).epoch == 3
+
+
+def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluster):
+    config = RunConfig.from_flat(**{**BASE, "lr": 100.0, "momentum": 0.99, "epochs": 20, "workers": 2})
+    with pytest.raises(Diverged) as caught:
+        train_distributed(config, handle=cluster)
+    assert "not finite" in str(caught.value) and len(str(caught.value).splitlines()) == 1
