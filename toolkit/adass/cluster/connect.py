@@ -34,8 +34,17 @@ class ClusterHandle:
         return self.cluster is not None
 
     def workers(self) -> list[str]:
-        """Worker addresses, sorted (ranks follow this order)."""
-        return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        """Worker addresses, sorted (ranks follow this order).
+
+        Raises
+        ------
+        RunFailure
+            The client has lost its scheduler (a run cannot go on without one).
+        """
+        info = self.client.scheduler_info(n_workers=-1) if self.client.status == "running" else {}
+        if "workers" not in info:
+            raise RunFailure(f"the Dask scheduler {self.client.scheduler.address} is gone (client {self.client.status})")
+        return sorted(info["workers"])
 
     def close(self) -> None:
         """Close the client and, if embedded, the cluster with all its worker processes."""

@@ -83,6 +83,8 @@ def _raise_lost(
     while True:
         try:
             present = alive()
+        except RunFailure:  # the scheduler is gone: no restart can help
+            raise
         except Exception as err:
             raise LostRank(f"{what}: the Dask scheduler does not answer: {one_line(err)}") from None
         gone = [r for r, a in enumerate(addresses) if a not in present]
