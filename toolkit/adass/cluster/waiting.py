@@ -8,6 +8,7 @@ is named as the cause, whichever rank's error came first.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -67,9 +68,11 @@ def wait_all(
         if now - start > timeout_s:
             waiting = [r for r in range(len(futures)) if r not in results]
             raise LostRank(f"{what}: ranks {waiting} (workers {[addresses[r] for r in waiting]}) gave no "
-                             f"result within --timeout-s {timeout_s:g}")  # fmt: skip
-        if len(results) < len(futures):
-            time.sleep(_POLL_S)
+                           f"result within --timeout-s {timeout_s:g}")  # fmt: skip
+        pending = [r for r in range(len(futures)) if r not in results]
+        if pending:  # block briefly on one pending rank: its result is seen the moment it lands
+            with contextlib.suppress(Exception):  # a timeout, or its error, collected by done() above
+                futures[pending[0]].result(timeout=_POLL_S)
     return [results[r] for r in range(len(futures))]
 
 
