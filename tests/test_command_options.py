@@ -38,7 +38,8 @@ def test_every_command_option_has_a_flag_with_its_doc(command, capsys):
 
 def test_defaults_come_from_the_definitions():
     assert check_command_options(DashboardOptions, {}) == {
-        "port": 5006, "address": "127.0.0.1", "runs": None, "show": False,
+        "port": 5006, "address": "127.0.0.1", "runs": None, "show": False, "data_dir": [], "allow_scheduler": [],
+        "max_workers": 8, "token": "",
     }  # fmt: skip
     values = check_command_options(
         CompareOptions, {"samplers": ["random:ratio=0.5"], "seeds": "3", "out": "x"}

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from adass.cli import main
-from adass.cluster import train_distributed
+from adass.cluster import read_checkpoint, train_distributed
 from adass.config import RunConfig
+from adass.failures import RunFailure
 
 TINY = ["--data", "synthetic:n=160,d=5,classes=3,test=40", "--model", "mlp:hidden=8", "--batch-size", "16",
         "--schedule", "constant", "--quiet"]  # fmt: skip
@@ -30,9 +31,9 @@ def test_train_writes_traffic_and_resume_continues_exactly(tmp_path, capsys):
     assert main(["train", "--resume", str(resumed), "--epochs", "3", "--quiet"]) == 0
     evals = pd.read_parquet(resumed / "eval.parquet")
     assert list(evals["epoch"]) == [0, 1, 2]
-    assert json.loads((resumed / "checkpoints" / "state.json").read_text())["epoch"] == 2
-    a = torch.load(straight / "checkpoints" / "rank0.pt", weights_only=True)["model"]
-    b = torch.load(resumed / "checkpoints" / "rank1.pt", weights_only=True)["model"]
+    assert read_checkpoint(resumed).epoch == 2
+    a = torch.load(read_checkpoint(straight).folder / "rank0.pt", weights_only=True)["model"]
+    b = torch.load(read_checkpoint(resumed).folder / "rank1.pt", weights_only=True)["model"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
     traffic = pd.read_parquet(straight / "traffic.parquet")
@@ -108,8 +109,8 @@ def test_no_process_or_port_left_after_a_run_or_a_failed_run():
             pids = client.run(os.getpid)
             os.kill(pids[handles[0].workers()[1]], signal.SIGKILL)
 
-    with pytest.raises(Exception):  # noqa: B017  (whatever Dask reports for the lost replica)
-        train_distributed(config, on_ready=handles.append, progress=kill_rank_one)
+    with pytest.raises(RunFailure):  # no restart allowed: the lost replica ends the run
+        train_distributed(config.replace(restarts=0), on_ready=handles.append, progress=kill_rank_one)
     assert _settled(children, ports)
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from adass.cluster import RunStore, train_distributed
+from adass.cluster import RunStore, read_checkpoint, train_distributed
 from adass.config import RunConfig
 from adass.data import load_dataset, shard_indices
 from adass.engine import replica_seed, simulate_run
@@ -84,7 +84,8 @@ def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster, tmp_path):
     assert (kept < 1.0).all()
     assert result.totals["backprops"] < 6 * 600
     # the drift rate is estimated from every replica's observations: one rate, so bounds compare
-    states = [torch.load(tmp_path / "checkpoints" / f"rank{r}.pt", weights_only=True)["sampler"] for r in range(3)]
+    folder = read_checkpoint(tmp_path, 3).folder
+    states = [torch.load(folder / f"rank{r}.pt", weights_only=True)["sampler"] for r in range(3)]
     assert states[0]["slope"] > 0 and all(st["slope"] == states[0]["slope"] for st in states)
     # every replica's samples are spread evenly over the agreed steps, as many as one process takes
     steps = result.sink.frame(StepRecord)

@@ -109,3 +109,11 @@ def test_labels_out_of_range(tmp_path, arrays):
     expect_error(f"idx:{tmp_path}", paths["y_test"], "out of range")
     # a wider class count accepts them
     assert load_dataset(f"idx:{tmp_path},classes=11").classes == 11
+
+
+def test_zero_by_zero_images_are_refused(tmp_path, arrays):
+    empty = {**arrays, "x_train": np.zeros((6, 0, 0), np.uint8), "x_test": np.zeros((3, 0, 0), np.uint8)}
+    write_idx(tmp_path, empty, gz=False)
+    with pytest.raises(DataError, match="hold no values") as err:
+        load_dataset(f"idx:{tmp_path}")
+    assert "\n" not in str(err.value)

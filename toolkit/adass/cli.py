@@ -8,6 +8,7 @@ command's own help and every run import it: the parser lists each plug-in's para
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,7 +86,11 @@ def _check_out(out_dir: str, overwrite: bool, marker: str) -> Path:
     """``--out`` (already known to be a folder or nothing yet) must not hold results unless ``--overwrite``."""
     from .registry import SpecError
 
+    if not str(out_dir).strip():
+        raise SpecError("--out: an empty path; name a folder")
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out: {out_dir!r} is a file, not a folder")
     if (out / marker).exists() and not overwrite:
         raise SpecError(f"--out: {out_dir!r} already holds results ({marker}); choose another folder or pass --overwrite")
     return out
@@ -114,11 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_netlab(args)
     from .cluster.bootstrap import GroupConnectError
+    from .failures import RunFailure, one_line
 
     try:
         if args.command == "train":
             opts = _checked(TrainOptions, args)
             if opts.resume is not None:
+                _refuse_with_resume(args)
                 return commands.run_resume(Path(opts.resume), args.epochs, quiet=opts.quiet)
             if opts.out is None:
                 raise SpecError("--out: a folder is required (or --resume DIR)")
@@ -137,13 +144,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             opts = _checked(DashboardOptions, args)
             scheduler = check_option("scheduler", ClusterSection.param["scheduler"], args.scheduler or "")
             runs = None if opts.runs is None else Path(opts.runs)
-            return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show)
+            return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show,
+                                          data_dirs=opts.data_dir, allow_schedulers=opts.allow_scheduler,
+                                          max_workers=opts.max_workers, token=opts.token)  # fmt: skip
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab)
-    except (SpecError, GroupConnectError) as err:
+    except (SpecError, GroupConnectError, RunFailure) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(
+            f"adass {args.command}: interrupted; the last finished epoch's checkpoint is kept",
+            file=sys.stderr,
+        )
+        return 130
+    except Exception as err:  # gloo, Dask, torch: one line naming what failed, not a traceback
+        if os.environ.get("ADASS_TRACEBACK"):
+            raise
+        print(
+            f"adass {args.command}: error: {one_line(err)} (ADASS_TRACEBACK=1 shows where)", file=sys.stderr
+        )
+        return 1
+
+
+def _refuse_with_resume(args: argparse.Namespace) -> None:
+    """``--resume`` takes the saved run's options; only ``--epochs`` may be given beside it."""
+    from .config import RUN_OPTIONS, flag_for
+    from .registry import SpecError
+
+    given = [
+        flag_for(k) for k in RUN_OPTIONS if k != "epochs" and getattr(args, k, None) not in (None, False)
+    ]
+    if given:
+        raise SpecError(f"--resume: {', '.join(given)} cannot change a saved run (only --epochs can); "
+                        "drop them, or train anew with --out")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -85,6 +85,10 @@ class DashboardOptions(param.Parameterized):
         None, doc="folder of saved runs to compare (searched 3 levels deep); new runs are saved here"
     )
     show = param.Boolean(False, doc="open the page in a browser")
+    data_dir = param.List([], item_type=str, doc="folders the page's runs may read data files from (none: bundled and synthetic data only)")
+    allow_scheduler = param.List([], item_type=str, doc="Dask scheduler addresses the page's runs may use besides --scheduler (none: the embedded cluster only)")
+    max_workers = param.Integer(8, bounds=(1, 256), doc="most workers one run of the page may ask for")
+    token = param.String("", doc="password the page asks for; needed when --address is reachable from other machines")
 
 
 # list option -> the run option each of its items is checked as

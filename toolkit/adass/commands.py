@@ -52,12 +52,13 @@ def _load_data(config: RunConfig):
 
 def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = False) -> int:
     """``adass train``: one run (in this process, or on Dask with ``--workers``), records under ``out``."""
-    dataset = _load_data(config)
     done = 0
-    if resume:
-        from .cluster import read_checkpoint_state
+    if resume:  # checked whole before anything is written or started
+        from .cluster import check_resume
 
-        done = int(read_checkpoint_state(out)["epoch"]) + 1
+        done = check_resume(config, out).epoch + 1
+    dataset = _load_data(config)
+    _writable(out)
     bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
     bar.update(done)
     sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
@@ -70,6 +71,17 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     kinds = "eval, selection, steps" + (", traffic" if config.cluster.workers else "")
     print(f"records: {out}/ ({kinds} .parquet, config.json)")
     return 0
+
+
+def _writable(out: Path) -> None:
+    """``--out`` must be a folder this process can create and write in; SpecError in one line if not."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".adass-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise SpecError(f"--out: cannot write in {str(out)!r} ({err.strerror or err})") from None
 
 
 def _summary(config: RunConfig, final: EvalRecord, backprops: float, forwards: float, train_s: float, n: int) -> pd.DataFrame:
@@ -110,7 +122,12 @@ def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:
     config_path = folder / "config.json"
     if not config_path.exists():
         raise SpecError(f"--resume: {str(folder)!r} holds no run (config.json missing)")
-    config = RunConfig.from_dict(json.loads(config_path.read_text()))
+    try:
+        saved = json.loads(config_path.read_text())
+    except (OSError, ValueError) as err:
+        raise SpecError(f"--resume: {str(config_path)!r} is unreadable ({type(err).__name__})") from None
+    saved.pop("standardization", None)
+    config = RunConfig.from_dict(saved)
     if epochs is not None:
         config = config.replace(epochs=epochs)
     if not config.cluster.workers:
@@ -158,9 +175,11 @@ def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "") -> i
     return 0
 
 
-def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False) -> int:
-    """``adass dashboard``: serve the live dashboard until interrupted."""
+def run_dashboard(port: int, address: str, scheduler: str, runs: Path | None, show: bool = False,
+                  **policy) -> int:  # fmt: skip
+    """``adass dashboard``: serve the live dashboard until interrupted; ``policy`` holds
+    ``data_dirs``, ``allow_schedulers``, ``max_workers`` and ``token`` (see ``serve_dashboard``)."""
     from .dashboard import serve_dashboard
 
-    serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show)
+    serve_dashboard(port=port, address=address, runs_dir=runs, scheduler=scheduler, show=show, **policy)
     return 0

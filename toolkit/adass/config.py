@@ -66,6 +66,7 @@ class OptimSection(param.Parameterized):
     weight_decay = param.Number(0.0, bounds=(0.0, 1.0), doc="L2 weight decay")
     schedule = param.Selector(objects=["constant", "step", "cosine"], default="cosine", doc="learning-rate schedule")
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="run seed (data split, init, sampling, codecs)")
+    max_nonfinite = param.Integer(5, bounds=(1, 1_000_000), doc="steps in a row with a non-finite loss or gradient (each skipped) after which the run stops")
 
 
 class CodecSection(param.Parameterized):
@@ -83,6 +84,11 @@ class ClusterSection(param.Parameterized):
     timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
     bind = param.String("", doc="interface or address each worker's process group binds (e.g. eth0); empty: the one holding the worker's own Dask address")
     threads = param.Integer(1, bounds=(0, 1024), doc="torch intra-op threads of every training process, pinned so wall times compare (0: torch's default)")
+    detect_s = param.Number(30.0, bounds=(1.0, 3_600.0), doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)")
+    tls_ca = param.String("", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with")
+    tls_cert = param.String("", doc="external scheduler: this client's certificate file (PEM)")
+    tls_key = param.String("", doc="external scheduler: this client's private key file (PEM)")
+    restarts = param.Integer(2, bounds=(0, 100), doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has")
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {
@@ -217,6 +223,11 @@ class RunConfig:
                 value = flat[option]
                 if value != default:
                     raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
+
+        if not self.cluster.scheduler:
+            for option in ("tls_ca", "tls_cert", "tls_key"):
+                if getattr(self.cluster, option):
+                    raise SpecError(f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)")
 
     @classmethod
     def from_dict(cls, nested: dict[str, dict[str, Any]]) -> RunConfig:

@@ -202,6 +202,13 @@ class MemorySink:
             return pd.DataFrame(columns=columns(kind))
         return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
 
+    def drop_after(self, epoch: int) -> None:
+        """Forget every record of an epoch after ``epoch`` (a run going back to its checkpoint of ``epoch``)."""
+        for kind in RECORD_FILES:
+            frame = self.frame(kind)
+            self.frames[kind] = [frame[frame["epoch"] <= epoch].reset_index(drop=True)]
+            self.records[kind] = []
+
     def close(self) -> None:
         pass
 

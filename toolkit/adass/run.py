@@ -57,8 +57,16 @@ def run(
     -------
     RunResult
         ``counters`` hold backprops, forwards and training seconds in both kinds of run. Distributed
-        runs leave ``model`` and ``dataset`` None and put ``totals``, ``store``, ``dashboard_link``
-        and rank 0's ``parameters`` in ``extra``.
+        runs leave ``model`` and ``dataset`` None and put ``totals``, ``store``, ``dashboard_link``,
+        rank 0's ``parameters`` and ``faults`` (lost workers and the restarts they caused) in ``extra``.
+
+    Raises
+    ------
+    SpecError
+        Bad input, before anything starts.
+    RunFailure
+        One line: a worker lost more often than ``--restarts`` allows, losses that stayed non-finite
+        for ``--max-nonfinite`` steps (:class:`~adass.failures.Diverged`), an unreachable scheduler.
     """
     if not config.cluster.workers:
         return train(config, sink=sink, progress=progress, dataset=dataset, run_id=run_id,
@@ -71,6 +79,6 @@ def run(
     t = result.totals
     counters = Counters(backprops=int(t["backprops"]), forwards=int(t["forwards"]), train_s=t["train_s"])
     extra = {"totals": t, "store": result.store, "dashboard_link": result.dashboard_link,
-             "parameters": result.parameters}  # fmt: skip
+             "parameters": result.parameters, "faults": result.faults}  # fmt: skip
     return RunResult(model=None, sink=result.sink, counters=counters, config=config, dataset=None,
                      final=result.final, extra=extra, stopped=result.stopped)  # fmt: skip

@@ -1,6 +1,7 @@
 """The Dask runtime: connect to a cluster, Replica and Server actors, process groups, live events."""
 
 from .bootstrap import GroupConnectError
+from .checkpoints import check_resume, read_checkpoint
 from .connect import ClusterHandle, connect
 from .events import EventRelay, RunStore, topic_for
 from .runner import DistributedResult, read_checkpoint_state, server_count, train_distributed
@@ -11,7 +12,9 @@ __all__ = [
     "EventRelay",
     "GroupConnectError",
     "RunStore",
+    "check_resume",
     "connect",
+    "read_checkpoint",
     "read_checkpoint_state",
     "server_count",
     "topic_for",

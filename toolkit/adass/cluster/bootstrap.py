@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from .binding import apply_binding, choose_binding
 
-__all__ = ["GroupConnectError", "backend", "destroy_group", "free_port", "init_group"]
+__all__ = ["GroupConnectError", "backend", "destroy_group", "free_port", "init_group", "rendezvous_store"]
 
 _ADDRESS_KEY = "adass/address/{rank}"  # each rank's advertised address, read back to explain a failure
 _SOURCE = re.compile(r"\[/[^\]]*\]\s*")  # gloo's "[/path/file.cc:152]" source locations
@@ -72,7 +72,7 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
     apply_binding(binding)
     timeout = datetime.timedelta(seconds=timeout_s)
     try:
-        store = dist.TCPStore(master, port, world, is_master=rank == 0, timeout=timeout, multi_tenant=True)
+        store = rendezvous_store(master, port, rank, world, timeout)
     except RuntimeError as err:
         raise GroupConnectError(
             f"rank {rank} of {world} could not reach the rendezvous at {master}:{port} within {timeout_s:g} s: "
@@ -107,6 +107,23 @@ def _reason(err: Exception) -> str:
     """The gist of a torch/gloo error on one line, without source locations."""
     lines = [ln for ln in str(err).splitlines() if ln.strip()] or [type(err).__name__]
     return " ".join(_SOURCE.sub("", lines[0]).split())
+
+
+def rendezvous_store(master: str, port: int, rank: int, world: int, timeout: datetime.timedelta) -> dist.TCPStore:
+    """The ranks' rendezvous store; rank 0 serves it on ``master`` alone, not on every interface.
+
+    torch's TCPStore binds all interfaces; handing it a socket already bound to ``master`` keeps the
+    store off the addresses the ranks do not use.
+    """
+    if rank != 0:
+        return dist.TCPStore(master, port, world, False, timeout=timeout)
+    family = socket.AF_INET6 if ":" in master else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((master, port))
+    sock.listen(max(world, 64))
+    return dist.TCPStore(master, port, world, True, timeout=timeout, wait_for_workers=False,
+                         master_listen_fd=sock.detach())  # fmt: skip
 
 
 def destroy_group() -> None:

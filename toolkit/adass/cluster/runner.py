@@ -2,7 +2,10 @@
 
 The client coordinates per epoch, never per step: replicas select their samples (agreeing on one
 ADASS budget and the step count), run the epoch exchanging gradients peer to peer, and report
-back. Every epoch ends with a checkpoint (atomic files) so ``resume=True`` can continue a run.
+back. Every epoch ends with a checkpoint (:mod:`adass.cluster.checkpoints`) so ``resume=True`` can
+continue a run. All ranks are waited on together (:func:`adass.cluster.waiting.wait_all`): the first
+rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
+last checkpoint on the workers the cluster has (``--restarts`` times), and ``faults`` says so.
 """
 
 from __future__ import annotations
@@ -18,18 +21,32 @@ from typing import Any
 from ..config import RunConfig
 from ..data import load_dataset
 from ..engine import Stop, epoch_eval, new_totals, server_count, stop_signal, write_epoch
+from ..failures import LostRank, RunFailure
 from ..metrics import EvalRecord, MemorySink, Sink, atomic_write_text
 from ..registry import SpecError
 from .actors import Replica, Server
+from .checkpoints import (
+    Checkpoint,
+    check_resume,
+    epoch_folder,
+    fixed_options,
+    publish,
+    read_checkpoint,
+    read_checkpoint_state,
+)
 from .connect import ClusterHandle, connect
+from .credentials import user_security
 from .events import RunStore, topic_for
+from .waiting import wait_all
 
 __all__ = ["DistributedResult", "read_checkpoint_state", "server_count", "train_distributed"]
+
+FAULTS_FILE = "faults.json"
 
 
 @dataclass
 class DistributedResult:
-    """A finished distributed run: records, live store, totals and the final evaluation."""
+    """A finished distributed run: records, live store, totals, the final evaluation and any faults met."""
 
     sink: Sink
     store: RunStore
@@ -38,14 +55,11 @@ class DistributedResult:
     totals: dict[str, float] = field(default_factory=dict)
     parameters: list | None = None
     stopped: bool = False
-
-
-def _wait(futures: list, timeout_s: float) -> list:
-    return [f.result(timeout=timeout_s) for f in futures]
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Run:
-    """One run's actors and bookkeeping; ``close`` always tears everything down."""
+    """One attempt's actors and bookkeeping; ``close`` always tears everything down."""
 
     def __init__(self, config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore) -> None:
         self.config, self.handle, self.run_id, self.store = config, handle, run_id, store
@@ -54,6 +68,13 @@ class _Run:
         self.actors: list[Any] = []
         self.servers: list[Any] = []
         self.futures: list[Any] = []
+        self.addresses: list[str] = []
+
+    def alive(self) -> set[str]:
+        return set(self.handle.workers())
+
+    def wait(self, futures: list, what: str, addresses: list[str] | None = None) -> list:
+        return wait_all(futures, addresses or self.addresses, self.timeout_s, what, alive=self.alive)
 
     def start(self) -> None:
         client, world = self.handle.client, self.replicas_n + self.servers_n
@@ -61,44 +82,38 @@ class _Run:
         if len(addresses) < world:
             raise SpecError(f"--workers: {self.replicas_n} replicas + {self.servers_n} servers need {world} "
                             f"Dask workers; the cluster has {len(addresses)}")  # fmt: skip
+        self.addresses = addresses[:world]
         client.subscribe_topic(topic_for(self.run_id), self.store.handle)
         config = self.config.to_dict()
-        for rank, address in enumerate(addresses[:world]):
+        for rank, address in enumerate(self.addresses):
             kind = Replica if rank < self.replicas_n else Server
             future = client.submit(kind, config, rank, world, self.replicas_n, self.run_id,
                                    workers=[address], allow_other_workers=False, actor=True, pure=False)  # fmt: skip
             self.futures.append(future)
-        members = [f.result(timeout=self.timeout_s) for f in self.futures]
+        members = self.wait(self.futures, "starting the actors")
         self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
         first = self.actors[0]
-        master, port = first.host().result(), first.free_port().result()
-        # the ranks' own connect timeout must fire first: its one-line GroupConnectError names the
-        # ranks and addresses, where the client's own timeout could only say that setup took too long
-        _wait([m.setup(master, port, self.timeout_s) for m in members], self.timeout_s + 30)
+        master, port = (
+            first.host().result(timeout=self.timeout_s),
+            first.free_port().result(timeout=self.timeout_s),
+        )
+        self.wait([m.setup(master, port, self.timeout_s) for m in members], "joining the process group")
 
     def epoch(self, epoch: int) -> tuple[list[dict], list[dict], float]:
         start = time.perf_counter()
-        chosen = _wait([a.select(epoch) for a in self.actors], self.timeout_s)
+        chosen = self.wait([a.select(epoch) for a in self.actors], f"epoch {epoch} (selection)")
         steps = chosen[0]["steps"]
         jobs = [m.run_epoch(epoch, steps) for m in self.actors + self.servers]
-        reports = _wait(jobs, self.timeout_s)
+        reports = self.wait(jobs, f"epoch {epoch}")
         return reports[: self.replicas_n], reports[self.replicas_n :], time.perf_counter() - start
 
     def close(self) -> None:
         if self.actors or self.servers:
             with contextlib.suppress(Exception):
-                _wait([m.teardown() for m in self.actors + self.servers], 30)
+                wait_all([m.teardown() for m in self.actors + self.servers], self.addresses, 30, "teardown")
         with contextlib.suppress(Exception):
             self.handle.client.unsubscribe_topic(topic_for(self.run_id))
         self.actors, self.servers, self.futures = [], [], []
-
-
-def read_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
-    """``checkpoints/state.json`` of a run folder: the last finished epoch and the running totals."""
-    path = Path(run_dir) / "checkpoints" / "state.json"
-    if not path.exists():
-        raise SpecError(f"--resume: {str(run_dir)!r} has no checkpoint ({path.name} missing)")
-    return json.loads(path.read_text())
 
 
 def train_distributed(
@@ -124,65 +139,133 @@ def train_distributed(
     store : RunStore, optional
         Receives live per-step records through Dask events while the run goes on.
     checkpoint_dir : path, optional
-        Folder for per-epoch checkpoints (``checkpoints/rank<r>.pt``, ``checkpoints/state.json``).
+        Run folder whose ``checkpoints/`` get one version per epoch (see :mod:`adass.cluster.checkpoints`);
+        without it a run that loses a worker restarts from its first epoch.
     resume : bool
-        Continue from the checkpoint in ``checkpoint_dir``.
+        Continue from the checkpoint in ``checkpoint_dir`` (checked before the cluster starts).
     handle : ClusterHandle, optional
         An open cluster to use (it is left open); otherwise one is connected and closed here.
     stop : callable or Event, optional
         Checked before every epoch (replicas run an epoch in lock-step); once it says stop, the run
         ends there with ``stopped`` set.
+
+    Raises
+    ------
+    SpecError
+        Bad input (too few workers, a resume that would not continue the same run).
+    RunFailure
+        One line: a worker lost more often than ``--restarts`` allows, or numbers that stayed non-finite.
     """
     if config.cluster.workers < 1:
         raise SpecError("--workers: a distributed run needs 1 or more workers")
+    checkpoint = None
+    if resume and checkpoint_dir is not None:
+        checkpoint = check_resume(config, checkpoint_dir)  # before any cluster starts
     sink = sink if sink is not None else MemorySink()
     store = store if store is not None else RunStore()
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
     own_handle = handle is None
     world = config.cluster.workers + server_count(config)
-    handle = handle or connect(config.cluster.scheduler or None, n_workers=world)
-    run = _Run(config, handle, run_id, store)
-    folder = Path(checkpoint_dir) / "checkpoints" if checkpoint_dir is not None else None
-    totals, should_stop, stopped = new_totals(), stop_signal(stop), False
-    record, first_epoch = None, 0
+    c = config.cluster
+    security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
+    handle = handle or connect(c.scheduler or None, n_workers=world, detect_s=c.detect_s, security=security)
+    faults: list[dict[str, Any]] = []
     try:
         if on_ready is not None:
             on_ready(handle)
+        if checkpoint is not None and hasattr(sink, "resume"):
+            sink.resume()
+        for attempt in range(config.cluster.restarts + 1):
+            try:
+                return _attempt(config, handle, run_id, store, sink, progress, checkpoint_dir, checkpoint,
+                                stop, dataset.n_train, faults)  # fmt: skip
+            except LostRank as err:
+                faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": str(err),
+                               "resumed_from_epoch": None})  # fmt: skip
+                if attempt == config.cluster.restarts:
+                    raise RunFailure(
+                        f"{err} (after {attempt} restarts; --restarts {config.cluster.restarts})"
+                    ) from None
+                checkpoint = _after_loss(handle, world, config, checkpoint_dir)
+                faults[-1]["resumed_from_epoch"] = checkpoint.epoch if checkpoint is not None else -1
+                _write_faults(checkpoint_dir, faults)
+        raise AssertionError("unreachable")  # the loop returns or raises
+    finally:
+        if own_handle:
+            handle.close()
+
+
+def _after_loss(
+    handle: ClusterHandle, world: int, config: RunConfig, checkpoint_dir: str | Path | None
+) -> Checkpoint | None:
+    """Wait for ``world`` workers again (a nanny restarts a killed one); the checkpoint to start from."""
+    try:
+        handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, 10.0) * 2)
+    except Exception:
+        have = len(handle.workers())
+        raise RunFailure(
+            f"a worker was lost and the cluster has {have} of the {world} workers the run needs"
+        ) from None
+    if checkpoint_dir is None or not (Path(checkpoint_dir) / "checkpoints" / "latest.json").exists():
+        return None
+    return read_checkpoint(checkpoint_dir, config.cluster.workers)
+
+
+def _attempt(
+    config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
+    progress: Callable[[EvalRecord], None] | None, checkpoint_dir: str | Path | None,
+    checkpoint: Checkpoint | None, stop: Stop, n_train: int, faults: list[dict[str, Any]],
+) -> DistributedResult:  # fmt: skip
+    """Start the actors, load ``checkpoint`` (or start afresh), train the remaining epochs."""
+    run = _Run(config, handle, run_id, store)
+    should_stop, stopped, record = stop_signal(stop), False, None
+    first_epoch = checkpoint.epoch + 1 if checkpoint is not None else 0
+    totals = dict(checkpoint.totals) if checkpoint is not None else new_totals()
+    totals.setdefault("skipped_steps", 0.0)
+    if hasattr(sink, "drop_after"):
+        sink.drop_after(first_epoch - 1)  # records of an epoch after the checkpoint are written again
+    try:
         run.start()
-        if resume and folder is not None:
-            state = read_checkpoint_state(checkpoint_dir)
-            first_epoch, totals = int(state["epoch"]) + 1, state["totals"]
-            if hasattr(sink, "resume"):
-                sink.resume()
-            _wait([a.load(str(folder)) for a in run.actors], run.timeout_s)
+        if checkpoint is not None:
+            run.wait([a.load(str(checkpoint.folder)) for a in run.actors], "loading the checkpoint",
+                     run.addresses[: run.replicas_n])  # fmt: skip
         for epoch in range(first_epoch, config.optim.epochs):
             if should_stop():
                 stopped = True
                 break
             reports, server_reports, epoch_s = run.epoch(epoch)
-            test = run.actors[0].evaluate().result(timeout=run.timeout_s)
+            test = run.wait([run.actors[0].evaluate()], f"epoch {epoch} (evaluation)")[0]
             traffic = [row for r in reports + server_reports for row in r["traffic"]]
             write_epoch(sink, run_id, reports, traffic)
-            record = epoch_eval(run_id, epoch, reports, traffic, epoch_s, totals, test, dataset.n_train)
+            totals["skipped_steps"] += sum(r.get("skipped", 0) for r in reports[:1])  # alike on every replica
+            record = epoch_eval(run_id, epoch, reports, traffic, epoch_s, totals, test, n_train)
             sink.write(record)
-            if folder is not None:
-                _checkpoint(run, folder, epoch, totals, sink)
+            if checkpoint_dir is not None:
+                _checkpoint(run, checkpoint_dir, epoch, totals, sink, config)
             if progress is not None:
                 progress(record)
-        parameters = run.actors[0].parameters().result(timeout=run.timeout_s)
+        parameters = run.wait([run.actors[0].parameters()], "reading the parameters")[0]
     finally:
         run.close()
-        if own_handle:
-            handle.close()
     sink.close()
     return DistributedResult(sink=sink, store=store, final=record, dashboard_link=handle.dashboard_link,
-                             totals=totals, parameters=parameters, stopped=stopped)  # fmt: skip
+                             totals=totals, parameters=parameters, stopped=stopped, faults=faults)  # fmt: skip
 
 
-def _checkpoint(run: _Run, folder: Path, epoch: int, totals: dict[str, float], sink: Sink) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    _wait([a.save(str(folder)) for a in run.actors], run.timeout_s)
+def _checkpoint(run: _Run, run_dir: str | Path, epoch: int, totals: dict[str, float], sink: Sink,
+                config: RunConfig) -> None:  # fmt: skip
+    """Rank files into a fresh epoch folder, records flushed, then the pointer moves (one rename)."""
+    folder = epoch_folder(run_dir, epoch)
+    run.wait(
+        [a.save(str(folder)) for a in run.actors],
+        f"epoch {epoch} (checkpoint)",
+        run.addresses[: run.replicas_n],
+    )
     if hasattr(sink, "flush"):
         sink.flush()
-    atomic_write_text(folder / "state.json", json.dumps({"epoch": epoch, "totals": totals}))
+    publish(run_dir, epoch, totals, fixed_options(config))
 
+
+def _write_faults(run_dir: str | Path | None, faults: list[dict[str, Any]]) -> None:
+    if run_dir is not None:
+        atomic_write_text(Path(run_dir) / FAULTS_FILE, json.dumps(faults, indent=2))

@@ -24,6 +24,7 @@ from ..viz.curves import X_AXES
 from .comparison import RunComparison
 from .controls import ConfigControls
 from .feed import LiveFeed
+from .policy import RunPolicy
 from .runner import BackgroundRun, run_world
 from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
@@ -52,12 +53,15 @@ class Dashboard:
         Least time between redraws of the views whose source is :attr:`Refresh.THROTTLED`.
     views : sequence of View
         The live views (:data:`~adass.dashboard.views.VIEWS` unless told otherwise).
+    policy : RunPolicy, optional
+        What the page's runs may use (data folders, schedulers, workers); the safe defaults if omitted.
     """
 
     def __init__(self, runs_dir: str | Path | None = None, scheduler: str = "",
                  defaults: dict[str, Any] | None = None, poll_ms: int = 300, heavy_ms: int = 700,
-                 views: Sequence[View] = VIEWS) -> None:  # fmt: skip
+                 views: Sequence[View] = VIEWS, policy: RunPolicy | None = None) -> None:  # fmt: skip
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
+        self.policy = policy if policy is not None else RunPolicy()
         self.poll_ms, self.heavy_ms = poll_ms, heavy_ms
         self.table = tuple(views)
         self.sources = tuple(dict.fromkeys(view.source for view in self.table))  # each once, in table order
@@ -136,7 +140,7 @@ class Dashboard:
         self.clear(world, servers, config.optim.epochs)
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
-        self.run = BackgroundRun(config, self.feed, save_dir=save)
+        self.run = BackgroundRun(config, self.feed, save_dir=save, policy=self.policy)
         log.info("starting run %s", self.run.run_id)
         self.run.start()
         self._set_running(True)

@@ -8,6 +8,7 @@ torn down by ``train_distributed``).
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from ..metrics import MemorySink, ParquetSink
 from ..registry import SpecError
 from .feed import LiveFeed, LiveSink, StopRun
 from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
+from .policy import RunPolicy
 
 __all__ = ["BackgroundRun", "new_run_id", "run_world"]
 
@@ -25,9 +27,10 @@ log = logging.getLogger(__name__)
 
 
 def new_run_id(config: RunConfig) -> str:
-    """``dashboard-<sampler>-<YYYYmmdd-HHMMSS>``, safe as a folder name."""
+    """``dashboard-<sampler>-<YYYYmmdd-HHMMSS>-<6 hex>``, safe as a folder name and unique even for
+    runs started in the same second."""
     sampler = "".join(ch if ch.isalnum() or ch in "=._-" else "_" for ch in config.sampler.sampler)
-    return f"dashboard-{sampler}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"dashboard-{sampler}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def run_world(config: RunConfig) -> int:
@@ -51,12 +54,16 @@ class BackgroundRun:
     run_id : str, optional
         Label of the run's records (a fresh :func:`new_run_id` if omitted).
     save_dir : path, optional
-        Also keep the records in ``save_dir/<run_id>/`` (Parquet files and ``config.json``).
+        Also keep the records in ``save_dir/<run_id>/`` (Parquet files and ``config.json``); a folder
+        that already exists is never written into.
+    policy : RunPolicy, optional
+        What the run may use (data folders, schedulers, workers, data size); the defaults if omitted.
     """
 
     def __init__(self, config: RunConfig, feed: LiveFeed, run_id: str | None = None,
-                 save_dir: str | Path | None = None) -> None:  # fmt: skip
+                 save_dir: str | Path | None = None, policy: RunPolicy | None = None) -> None:  # fmt: skip
         self.config, self.feed = config, feed
+        self.policy = policy if policy is not None else RunPolicy()
         self.run_id = run_id or new_run_id(config)
         self.save_dir = None if save_dir is None else Path(save_dir) / self.run_id
         self.outcome = ""
@@ -84,7 +91,10 @@ class BackgroundRun:
     def _main(self) -> None:
         inner: MemorySink | None = None
         try:
+            self.policy.check(self.config)
             if self.save_dir is not None:
+                self.save_dir.parent.mkdir(parents=True, exist_ok=True)
+                self.save_dir.mkdir()  # exists already: another run's records, never overwritten
                 inner = ParquetSink(self.save_dir, self.config.to_dict())
             self.outcome = self._train(LiveSink(self.feed, inner))
         except StopRun:

@@ -7,6 +7,7 @@ reads those flags with :func:`app_options`.
 from __future__ import annotations
 
 import argparse
+import secrets
 import signal
 import socket
 from collections.abc import Sequence
@@ -18,21 +19,29 @@ import panel as pn
 
 from ..registry import SpecError
 from .page import Dashboard
+from .policy import RunPolicy
 
 __all__ = ["app_options", "app_path", "build_app", "serve_dashboard"]
 
 
 def app_options(argv: Sequence[str]) -> dict[str, Any]:
-    """``--runs DIR`` and ``--scheduler ADDR`` from a served script's arguments -> ``build_app`` keywords."""
+    """``--runs DIR``, ``--scheduler ADDR`` and the run policy (``--data-dir DIR``, ``--allow-scheduler
+    ADDR``, ``--max-workers N``, each data-dir and scheduler flag repeatable) from a served script's
+    arguments -> ``build_app`` keywords."""
     parser = argparse.ArgumentParser(prog="adass/dashboard/app.py", add_help=False)
     parser.add_argument("--runs", default=None)
     parser.add_argument("--scheduler", default="")
+    parser.add_argument("--data-dir", action="append", default=[])
+    parser.add_argument("--allow-scheduler", action="append", default=[])
+    parser.add_argument("--max-workers", type=int, default=RunPolicy.max_workers)
     args, _ = parser.parse_known_args(list(argv))
-    return {"runs_dir": args.runs, "scheduler": args.scheduler}
+    schedulers = tuple(args.allow_scheduler) + ((args.scheduler,) if args.scheduler else ())
+    policy = RunPolicy(tuple(Path(d) for d in args.data_dir), schedulers, args.max_workers)
+    return {"runs_dir": args.runs, "scheduler": args.scheduler, "policy": policy}
 
 
 def build_app(
-    runs_dir: str | Path | None = None, scheduler: str = "", poll: bool = True
+    runs_dir: str | Path | None = None, scheduler: str = "", poll: bool = True, policy: RunPolicy | None = None
 ) -> pn.viewable.Viewable:
     """A fresh dashboard page for one browser session.
 
@@ -44,9 +53,11 @@ def build_app(
         Default Dask scheduler address.
     poll : bool
         Start the periodic callback that brings records to the page (needs a server or notebook).
+    policy : RunPolicy, optional
+        What the page's runs may use; the safe defaults (no data files, the embedded cluster only).
     """
     pn.extension()
-    dashboard = Dashboard(runs_dir, scheduler)
+    dashboard = Dashboard(runs_dir, scheduler, policy=policy)
     if poll:
         dashboard.attach()
     return dashboard.panel()
@@ -56,6 +67,10 @@ def app_path() -> Path | None:
     """The servable page ``adass/dashboard/app.py``, shipped as package data (None if it is missing)."""
     path = Path(str(resources.files(__package__) / "app.py"))
     return path if path.is_file() else None
+
+
+def _loopback(address: str) -> bool:
+    return address in ("127.0.0.1", "localhost", "::1") or address.startswith("127.")
 
 
 def _origins(address: str, port: int) -> list[str]:
@@ -80,23 +95,35 @@ def _check_free(address: str, port: int) -> None:
 
 
 def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str | Path | None = None,
-                    scheduler: str = "", show: bool = False) -> None:  # fmt: skip
+                    scheduler: str = "", show: bool = False, data_dirs: Sequence[str | Path] = (),
+                    allow_schedulers: Sequence[str] = (), max_workers: int = RunPolicy.max_workers,
+                    token: str = "") -> None:  # fmt: skip
     """Serve the dashboard until interrupted (Ctrl-C or SIGTERM).
 
-    The page is ``adass/dashboard/app.py`` (so ``panel serve`` and this serve the same file), else the
-    same app built here.
+    The page is ``adass/dashboard/app.py`` (so ``panel serve`` and this serve
+    the same file), else the same app built here. Its runs read data files only inside ``data_dirs``
+    and use only ``scheduler`` and ``allow_schedulers`` (see :class:`RunPolicy`). Listening beyond
+    this machine (an ``address`` other than loopback) needs a ``token``: the page asks for it as a
+    password.
     """
     from panel.io.application import build_single_handler_application
 
+    if not _loopback(address) and not token:
+        raise SpecError(f"--address: {address} is reachable from other machines; give --token SECRET "
+                        "(the page then asks for it)")  # fmt: skip
     argv = [*(["--runs", str(runs_dir)] if runs_dir is not None else []),
-            *(["--scheduler", scheduler] if scheduler else [])]  # fmt: skip
+            *(["--scheduler", scheduler] if scheduler else []),
+            *[arg for d in data_dirs for arg in ("--data-dir", str(d))],
+            *[arg for a in allow_schedulers for arg in ("--allow-scheduler", a)],
+            "--max-workers", str(max_workers)]  # fmt: skip
     script = app_path()
     app: Any = (build_single_handler_application(str(script), argv) if script is not None
-                else (lambda: build_app(runs_dir, scheduler)))  # fmt: skip
+                else (lambda: build_app(**app_options(argv))))  # fmt: skip
     _check_free(address, port)
+    auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
     try:
         server = pn.serve({"/": app}, port=port, address=address, websocket_origin=_origins(address, port),
-                          show=show, start=False, title="adass dashboard", verbose=False)  # fmt: skip
+                          show=show, start=False, title="adass dashboard", verbose=False, **auth)  # fmt: skip
     except OSError as err:  # taken port, unknown address
         raise SpecError(
             f"--port/--address: cannot listen on {address}:{port} ({err.strerror or err})"

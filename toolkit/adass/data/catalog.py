@@ -9,6 +9,7 @@ from ..registry import Param, Registry, parse_spec
 from .base import Dataset
 from .standardization import STANDARDIZE
 from .standardization import standardize as standardize_dataset  # the loaders' keyword is `standardize`
+from .validation import check_dataset
 
 __all__ = ["DATASETS", "DatasetRegistry", "load_dataset"]
 
@@ -34,7 +35,9 @@ class DatasetRegistry(Registry):
         def decorate(loader: Callable[..., Dataset]) -> Callable[..., Dataset]:
             @functools.wraps(loader)
             def load_standardized(*, standardize: str = STANDARDIZE.default, **values) -> Dataset:
-                return standardize_dataset(loader(**values), standardize, built_standardized)
+                data = loader(**values)
+                check_dataset(data)  # before standardizing: its statistics need samples with values
+                return standardize_dataset(data, standardize, built_standardized)
 
             register_entry(load_standardized)
             return loader
@@ -69,7 +72,9 @@ def load_dataset(spec: str, seed: int = 0) -> Dataset:
     SpecError
         The spec names no dataset or has a bad parameter value.
     DataError
-        A file is missing, truncated or inconsistent; the message names the file.
+        A file is missing, truncated or inconsistent (the message names the file), or the data
+        cannot train a classifier: an empty split, empty samples, NaN or infinite features, labels
+        out of range, a single class (see :func:`adass.data.validation.check_dataset`).
     """
     parsed = parse_spec(spec, DATASETS.kind)
     return DATASETS.build(parsed, seed=seed, name=str(parsed))

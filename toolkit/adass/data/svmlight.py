@@ -10,6 +10,7 @@ import torch
 from ..registry import Param
 from .base import DataError, Dataset, labels_to_tensor
 from .catalog import DATASETS
+from .validation import check_fits
 
 __all__ = ["holdout_split", "read_svmlight"]
 
@@ -28,11 +29,16 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError("svmlight: needs scikit-learn; pip install 'adass[svmlight]'") from None
     try:
         x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
-    except (ValueError, OSError, EOFError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise DataError(f"svmlight: {path}: cannot parse ({reason})") from None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError) as err:
+        # the parser's message may quote the file; name the kind of error only
+        raise DataError(f"svmlight: {path}: cannot parse it as svmlight text ({type(err).__name__})") from None
     if x.shape[0] == 0:
         raise DataError(f"svmlight: {path}: no samples")
+    if not np.isfinite(x.data).all():
+        raise DataError(f"svmlight: {path}: {int((~np.isfinite(x.data)).sum())} NaN or infinite feature values")
+    if not np.isfinite(y).all():
+        raise DataError(f"svmlight: {path}: {int((~np.isfinite(y)).sum())} NaN or infinite labels")
+    check_fits(4.0 * x.shape[0] * x.shape[1], f"svmlight: {path}: {x.shape[0]} samples x {x.shape[1]} features")
     return x.toarray(), y
 
 

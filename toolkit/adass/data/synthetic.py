@@ -7,6 +7,7 @@ import torch
 from ..registry import Param
 from .base import Dataset
 from .catalog import DATASETS
+from .validation import check_fits
 
 __all__ = ["SPREAD", "make_mixture"]
 
@@ -136,4 +137,5 @@ def load_synthetic(
     name: str = "synthetic",
 ) -> Dataset:
     """Seeded Gaussian mixture with boundary samples and label noise."""
+    check_fits(3 * 4.0 * (n + test) * d, f"synthetic: {n + test} samples x {d} features")  # draws and copies
     return make_mixture(n, d, classes, noise, hard, test, seed=seed, name=name)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..exchange import Exchange
+from ..failures import Diverged
 from ..metrics import StepRecord, TrafficRecord
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
@@ -23,6 +24,8 @@ from .replica import ReplicaState
 from .step import backprop_batch, evaluate, optimizer_step, refresh_scores, set_lr
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
+
+_BAD = 1 << 32  # one non-finite replica, in the step's agreed integer (sample counts stay below it)
 
 #: ``hook(row, traffic_rows)`` after every step: the step's StepRecord fields (plus ``wire_bytes``
 #: and ``raw_bytes``) and its transfers as TrafficRecord fields
@@ -75,6 +78,7 @@ class EpochReport:
     steps: list[dict] = field(default_factory=list)
     traffic: list[dict] = field(default_factory=list)
     selection: dict[str, list] = field(default_factory=dict)
+    skipped: int = 0  # steps skipped everywhere for a non-finite loss or gradient
 
 
 class Engine:
@@ -116,6 +120,7 @@ class Engine:
         self.selection_bounds: torch.Tensor | None = None  # (n,) scores the last selection was made from
         if state.config.cluster.threads:  # pinned, so that wall times of runs and policies compare
             torch.set_num_threads(state.config.cluster.threads)
+        self.nonfinite_in_row = self.nonfinite_steps = 0  # steps skipped for a non-finite loss or gradient
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -173,7 +178,7 @@ class Engine:
         if self.exchange is not None:
             self.exchange.epoch = plan.epoch
         report = EpochReport(self.rank, plan.epoch, traffic=list(plan.traffic))
-        backprops0, forwards0 = s.counters.backprops, s.counters.forwards
+        backprops0, forwards0, skipped0 = s.counters.backprops, s.counters.forwards, self.nonfinite_steps
         start = time.perf_counter()
         refresh = self.selection.refresh
         if refresh is not None and refresh.numel():
@@ -196,6 +201,7 @@ class Engine:
         report.train_s = time.perf_counter() - start
         report.backprops = s.counters.backprops - backprops0
         report.forwards = s.counters.forwards - forwards0 + plan.refreshed
+        report.skipped = self.nonfinite_steps - skipped0
         if selection_records:
             report.selection = self.selection_columns(plan.epoch)
         return report
@@ -212,7 +218,11 @@ class Engine:
         t0 = time.perf_counter()
         loss, used = backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, s.counters)
         t1 = time.perf_counter()
-        total = self.agreement.sum_int(used) if s.sampler.two_pass else planned
+        total, finite = self._agree_count(used, planned, _finite(loss, s.flat_grad))
+        if not finite:  # skipped everywhere alike: zeros go through the exchange, nobody steps
+            s.flat_grad.zero_()
+            total = 0
+        self._count_nonfinite(finite, epoch)
         encode_s = decode_s = comm_s = 0.0
         traffic: list[dict[str, Any]] = []
         if self.exchange is not None:
@@ -232,6 +242,30 @@ class Engine:
                "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
         s.step += 1
         return row, traffic
+
+    def _agree_count(self, used: int, planned: int, finite: bool) -> tuple[int, bool]:
+        """The step's global sample count and whether every replica's loss and gradient are finite.
+
+        Both travel in one integer sum (the count below bit 32, non-finite replicas above it), so a
+        world of several replicas agrees on skipping before the exchange with one small collective.
+        """
+        if self.world == 1 and not self.state.sampler.two_pass:
+            return planned, finite
+        code = self.agreement.sum_int(used + (0 if finite else _BAD))
+        total = code % _BAD if self.state.sampler.two_pass else planned
+        return total, code < _BAD
+
+    def _count_nonfinite(self, finite: bool, epoch: int) -> None:
+        """Keep the count of skipped steps; stop the run after ``max_nonfinite`` of them in a row."""
+        if finite:
+            self.nonfinite_in_row = 0
+            return
+        self.nonfinite_in_row += 1
+        self.nonfinite_steps += 1
+        limit = self.state.config.optim.max_nonfinite
+        if self.nonfinite_in_row >= limit:
+            raise Diverged(f"epoch {epoch}: loss or gradient not finite for {self.nonfinite_in_row} steps in "
+                           f"a row (--max-nonfinite {limit}); lower --lr or check the data")  # fmt: skip
 
     def selection_columns(self, epoch: int) -> dict[str, list]:
         """Every sample of this replica this epoch: its id in the dataset, its bound when the epoch's
@@ -254,3 +288,8 @@ class Engine:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state.load_state_dict(state, self.exchange)
+
+
+def _finite(loss: float, grad: torch.Tensor) -> bool:
+    """Whether this replica's step loss and gradient hold only finite numbers."""
+    return math.isfinite(loss) and bool(torch.isfinite(grad).all())

@@ -1,0 +1,61 @@
+"""The embedded cluster lets in only this run's processes: another local user cannot join it."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from adass.cluster import connect
+from adass.cluster.credentials import temporary_security, user_security
+from adass.registry import SpecError
+
+INTRUDER = """
+import os
+import sys
+from distributed import Client
+from distributed.security import Security
+address, attempt = sys.argv[1], sys.argv[2]
+how = {"plain": dict(), "tcp": dict(address=address.replace("tls://", "tcp://")),
+       "certificate": dict(security=Security(require_encryption=True, tls_ca_file=os.environ["CERT"],
+                                             tls_client_cert=os.environ["CERT"], tls_client_key=os.environ["KEY"]))}
+print("TRIED", attempt, flush=True)
+client = Client(how[attempt].pop("address", address), timeout=5, **how[attempt])
+print("JOINED", attempt, client.run(lambda: 1))
+"""
+
+
+def _as_nobody(address: str, security, attempt: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "CERT": security.tls_client_cert, "KEY": security.tls_client_key}
+    return subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", INTRUDER, address,
+         attempt],
+        capture_output=True, text=True, timeout=120, env=env, cwd="/",
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_another_user_cannot_join_the_embedded_cluster():
+    handle = connect(n_workers=1)
+    try:
+        address = handle.client.scheduler.address
+        assert address.startswith("tls://")
+        assert handle.client.submit(sum, [1, 2]).result() == 3  # this run's client is in
+        foreign = temporary_security()  # the intruder's own valid, but foreign, credentials
+        for attempt in ("plain", "tcp", "certificate"):
+            result = _as_nobody(address, foreign, attempt)
+            assert f"TRIED {attempt}" in result.stdout, result.stderr  # the intruder ran, as another user
+            assert "JOINED" not in result.stdout, result.stdout
+        # the same attempt with this run's own credentials gets in: the key alone keeps others out
+        assert "JOINED certificate" in _as_nobody(address, handle.cluster.security, "certificate").stdout
+    finally:
+        handle.close()
+
+
+def test_tls_flags_must_come_together_and_name_files(tmp_path):
+    assert user_security("", "", "") is None
+    with pytest.raises(SpecError, match="--tls-key"):
+        user_security(str(tmp_path), str(tmp_path), "")
+    with pytest.raises(SpecError, match="--tls-ca"):
+        user_security(str(tmp_path / "missing.pem"), str(tmp_path / "c"), str(tmp_path / "k"))

@@ -1,0 +1,135 @@
+"""Per-epoch checkpoints that cannot mislead a resume: one folder per epoch, then one atomic pointer.
+
+``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt`` and ``state.json`` (epoch, running
+totals, the options a resume must keep); the run's record files are flushed next; only then does
+``checkpoints/latest.json`` move to the new folder, by one rename. A crash at any instant leaves the
+pointer on a complete epoch; records of later epochs that reached the files are dropped on resume
+(every record names its epoch), so a resumed run repeats no epoch and loses no row.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import RunConfig
+from ..metrics import atomic_write_text
+from ..registry import SpecError
+
+__all__ = [
+    "FIXED_OPTIONS",
+    "Checkpoint",
+    "check_resume",
+    "epoch_folder",
+    "fixed_options",
+    "publish",
+    "read_checkpoint",
+    "read_checkpoint_state",
+]
+
+POINTER = "latest.json"
+#: options a resume takes from the checkpoint: a different value would not continue the same run
+FIXED_OPTIONS = ("data", "shard", "model", "sampler", "batch_size", "lr", "momentum", "weight_decay",
+                 "schedule", "seed", "codec", "exchange", "workers")  # fmt: skip
+
+
+@dataclass
+class Checkpoint:
+    """The last complete epoch of a run folder: its number, folder, running totals and saved options."""
+
+    epoch: int
+    folder: Path
+    totals: dict[str, float]
+    options: dict[str, Any]
+
+
+def epoch_folder(run_dir: str | Path, epoch: int) -> Path:
+    """Where epoch ``epoch``'s checkpoint files go (created empty, any leftover of a crash removed)."""
+    folder = Path(run_dir) / "checkpoints" / f"epoch-{epoch:06d}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def publish(run_dir: str | Path, epoch: int, totals: dict[str, float], options: dict[str, Any]) -> None:
+    """Make epoch ``epoch`` the one a resume starts from (its rank files are written), then drop older ones.
+
+    ``state.json`` goes into the epoch folder, then the pointer moves by one rename: before it, a
+    resume sees the previous epoch whole; after it, this one.
+    """
+    root = Path(run_dir) / "checkpoints"
+    name = f"epoch-{epoch:06d}"
+    state = {"epoch": epoch, "totals": totals, "options": options}
+    atomic_write_text(root / name / "state.json", json.dumps(state))
+    atomic_write_text(root / POINTER, json.dumps({"epoch": epoch, "folder": name}))
+    for old in root.glob("epoch-*"):
+        if old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint:
+    """The run folder's last complete checkpoint, every file of it checked; SpecError in one line if not.
+
+    Parameters
+    ----------
+    run_dir : path
+        A run folder (``adass train --out``).
+    ranks : int, optional
+        Replicas whose ``rank<r>.pt`` must be there and load (as tensors only, never pickled code).
+    """
+    where = f"--resume: {str(run_dir)!r}"
+    pointer = Path(run_dir) / "checkpoints" / POINTER
+    if not pointer.exists():
+        raise SpecError(f"{where} has no checkpoint (checkpoints/{POINTER} missing)")
+    try:
+        name = json.loads(pointer.read_text())["folder"]
+        folder = pointer.parent / str(name)
+        state = json.loads((folder / "state.json").read_text())
+        checkpoint = Checkpoint(
+            int(state["epoch"]), folder, dict(state["totals"]), dict(state.get("options", {}))
+        )
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SpecError(f"{where}: the checkpoint is corrupt ({type(err).__name__}: {err})") from None
+    for rank in range(ranks or 0):
+        path = folder / f"rank{rank}.pt"
+        try:
+            torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as err:  # torch raises many kinds for a truncated or foreign file
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise SpecError(
+                f"{where}: checkpoint file {path.name} is corrupt ({type(err).__name__}: {first[:120]})"
+            ) from None
+    return checkpoint
+
+
+def read_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
+    """``{"epoch": last complete epoch, "totals": running totals}`` of a run folder's checkpoint."""
+    checkpoint = read_checkpoint(run_dir)
+    return {"epoch": checkpoint.epoch, "totals": checkpoint.totals}
+
+
+def fixed_options(config: RunConfig) -> dict[str, Any]:
+    """The options of ``config`` a resume must keep, by name."""
+    flat = config.flat()
+    return {k: flat[k] for k in FIXED_OPTIONS}
+
+
+def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
+    """The checkpoint ``config`` continues from; SpecError in one line if it is corrupt, was trained
+    with other options, or already has ``config.optim.epochs`` epochs."""
+    checkpoint = read_checkpoint(run_dir, config.cluster.workers)
+    saved, now = checkpoint.options, fixed_options(config)
+    differ = [k for k, v in now.items() if k in saved and saved[k] != v]
+    if differ:
+        said = ", ".join(f"--{k.replace('_', '-')} {saved[k]!r} (given {now[k]!r})" for k in differ)
+        raise SpecError(f"--resume: the checkpoint was trained with {said}; a resume keeps the saved options")
+    done = checkpoint.epoch + 1
+    if done >= config.optim.epochs:
+        raise SpecError(f"--epochs: {config.optim.epochs} asks for no more than the {done} epochs already "
+                        f"trained in {str(run_dir)!r}; give more to continue")  # fmt: skip
+    return checkpoint
