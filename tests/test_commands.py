@@ -13,7 +13,7 @@ TINY = ["--data", "synthetic:n=120,d=4,classes=3,test=30", "--model", "mlp:hidde
 
 
 def _record(epoch: int) -> EvalRecord:
-    return EvalRecord(run="r", epoch=epoch, wall_s=0.1, backprops=10, forwards=10, wire_bytes=0,
+    return EvalRecord(run="r", epoch=epoch, train_s=0.1, backprops=10, forwards=10, wire_bytes=0,
                       train_loss=1.0, test_loss=1.0, test_acc=0.5)  # fmt: skip
 
 

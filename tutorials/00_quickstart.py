@@ -137,7 +137,7 @@ sorted(run)
 
 # %%
 evals = run["eval"]
-evals[["epoch", "kept_frac", "backprops", "wire_bytes", "train_loss", "test_loss", "test_acc", "wall_s"]]
+evals[["epoch", "kept_frac", "backprops", "wire_bytes", "train_loss", "test_loss", "test_acc", "train_s"]]
 
 # %% [markdown]
 # **Steps**: one row per step and worker, with the samples it used and where its time went

@@ -268,7 +268,8 @@ def test_a_parameter_server_run_is_drawn_as_a_star_with_its_codec(browser, dashb
     chunks = _wait_for(lambda: "wire/raw" in page.evaluate(TITLE_JS, "adass-chunks") and
                        page.evaluate(TITLE_JS, "adass-chunks"), 30, "the chunk bytes", dashboard)  # fmt: skip
     ratio = float(chunks.split("wire/raw ")[1].rstrip(")"))
-    assert ratio < 0.6  # 4-bit pushes, fp32 pulls
+    # 4-bit pushes, fp32 pulls (~0.56), plus the budget agreement's few raw bytes (agree phase)
+    assert ratio < 0.7
     assert page.evaluate(TITLE_JS, "adass-topology").endswith("steps")
     page.screenshot(path=str(tmp_path / "ps.png"), full_page=True)
     page.close()
