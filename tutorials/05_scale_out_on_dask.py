@@ -32,6 +32,8 @@ import holoviews as hv
 import pandas as pd
 import torch
 
+from distributed import LocalCluster
+
 from adass.cluster import connect, train_distributed
 from adass.cluster.bootstrap import backend
 from adass.config import RunConfig
@@ -62,8 +64,9 @@ print(f"quick mode: {QUICK}; {EPOCHS} epochs; simulated gradient of {SIM_VALUES:
 # closing that handle closes the client, never the cluster (it belongs to whoever started it).
 
 # %%
-local = connect(n_workers=2)  # stands in for a cluster someone else runs
-address = local.cluster.scheduler_address
+# a plain-tcp cluster stands in for one someone else runs (the embedded one speaks TLS with its own keys)
+local = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0", memory_limit=0)
+address = local.scheduler_address
 print("scheduler address:", address)
 
 remote = connect(address, n_workers=2)
@@ -85,7 +88,7 @@ config = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="ad
 result = train_distributed(config)
 print(f"test accuracy {result.final.test_acc:.3f} after {EPOCHS} epochs; "
       f"{result.totals['wire_bytes'] / 1e6:.0f} MB exchanged; the cluster still has "
-      f"{len(local.workers())} workers")
+      f"{len(local.workers)} workers")
 
 # %%
 local.close()

@@ -15,6 +15,7 @@ import pytest
 import torch
 from lab_cases import lab
 
+from adass.cluster import read_checkpoint
 from adass.netlab import start_cluster
 
 pytestmark = pytest.mark.netlab
@@ -64,7 +65,7 @@ def test_a_run_across_lab_hosts_matches_loopback(lab_cluster, tmp_path, exchange
     lab_eval, loop_eval = (pd.read_parquet(tmp_path / d / "eval.parquet") for d in ("lab", "loopback"))
     assert lab_eval["test_acc"].tolist() == loop_eval["test_acc"].tolist()
     for rank in range(ARMS[exchange]):
-        a, b = (torch.load(tmp_path / d / "checkpoints" / f"rank{rank}.pt", weights_only=True)["model"]
+        a, b = (torch.load(read_checkpoint(tmp_path / d).folder / f"rank{rank}.pt", weights_only=True)["model"]
                 for d in ("lab", "loopback"))  # fmt: skip
         for key in a:
             assert torch.equal(a[key], b[key]), (rank, key)
