@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from adass.engine import Agreement, TorchAgreement
+from adass.engine.virtual import on_threads  # noqa: F401  (the tests run ranks on threads as the engine does)
 
 
 def agreement_calls(agreement: Agreement) -> dict[str, Any]:
@@ -24,24 +23,3 @@ def agreement_calls(agreement: Agreement) -> dict[str, Any]:
 def over_gloo(rank: int, world: int) -> dict[str, Any]:
     """In a spawned process of a gloo group: :func:`agreement_calls` through torch.distributed."""
     return agreement_calls(TorchAgreement())
-
-
-def on_threads(world: int, work: Callable[[int], Any]) -> list[Any]:
-    """``work(rank)`` on one thread per rank; results in rank order (a failure is re-raised)."""
-    results: list[Any] = [None] * world
-    errors: list[BaseException] = []
-
-    def guarded(rank: int) -> None:
-        try:
-            results[rank] = work(rank)
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            errors.append(err)
-
-    threads = [threading.Thread(target=guarded, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import RunConfig
@@ -23,7 +23,7 @@ from .replica import ReplicaState
 from .result import RunResult, Stop, stop_signal
 from .step import Counters
 
-__all__ = ["server_count", "simulate_run"]
+__all__ = ["on_threads", "server_count", "simulate_run"]
 
 
 def server_count(config: RunConfig) -> int:
@@ -32,7 +32,7 @@ def server_count(config: RunConfig) -> int:
     return int(entry.factory.extra_ranks(**values))
 
 
-def _on_threads(ranks: int, work: Callable[[int], Any], aborts: list[Callable[[], None]]) -> list[Any]:
+def on_threads(ranks: int, work: Callable[[int], Any], aborts: Sequence[Callable[[], None]] = ()) -> list[Any]:
     """``work(rank)`` for every rank on its own thread; results in rank order. The first failure is
     re-raised once every thread has ended (``aborts`` wake the others instead of letting them wait)."""
     results: list[Any] = [None] * ranks
@@ -112,7 +112,7 @@ def simulate_run(
             stopped = True
             break
         start = time.perf_counter()
-        plans = _on_threads(world, lambda r, e=epoch: engines[r].plan(e), aborts)
+        plans = on_threads(world, lambda r, e=epoch: engines[r].plan(e), aborts)
 
         def work(rank: int, plans: list = plans) -> Any:
             if rank < world:
@@ -124,7 +124,7 @@ def simulate_run(
                 traffic += [vars(r) for r in exchanges[rank].traffic()]
             return {"traffic": traffic}
 
-        reports = _on_threads(world + servers, work, aborts)
+        reports = on_threads(world + servers, work, aborts)
         traffic = [row for r in reports for row in r["traffic"]]
         epoch_s = time.perf_counter() - start
         write_epoch(sink, run_id, reports[:world], traffic)
