@@ -195,21 +195,22 @@ def compare_runs(
             if k == 0:
                 warm_up(base, dataset)
             done: dict[Variant, dict] = {}
-            for arm in arms:
-                progress = progress_factory(arm.label, seed) if progress_factory else None
-                config = arm.apply(base, seed)
-                row = run_one(config, dataset, out_dir, arm.label, progress, handle)
+
+            def record(config: RunConfig, label: str, arm: Variant, seed: int = seed, dataset: Dataset = dataset) -> dict:
+                progress = progress_factory(label, seed) if progress_factory else None
+                row = run_one(config, dataset, out_dir, label, progress, handle)
                 rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
-                done[arm] = row
+                return row
+
+            for arm in arms:
+                config = arm.apply(base, seed)
+                row = done[arm] = record(config, arm.label, arm)
                 if arm not in adass_arms:
                     continue
                 reference = next(v for v in arms if v.sampler == "full" and (v.exchange, v.codec) ==
                                  (arm.exchange, arm.codec))  # fmt: skip
                 for label, control in controls(config, row, done[reference], arm.sampler if several else ""):
-                    label = " | ".join(p for p in (label, arm.exchange, arm.codec) if p)
-                    progress = progress_factory(label, seed) if progress_factory else None
-                    row = run_one(control, dataset, out_dir, label, progress, handle)
-                    rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
+                    record(control, " | ".join(p for p in (label, arm.exchange, arm.codec) if p), arm)
     return pd.DataFrame(rows)
 
 
