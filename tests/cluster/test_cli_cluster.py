@@ -1,11 +1,7 @@
 """The distributed CLI as a user runs it: records, resume, an external scheduler, clean teardown."""
 
-import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pandas as pd
@@ -15,6 +11,7 @@ import torch
 
 from adass.cli import main
 from adass.cluster import read_checkpoint, train_distributed
+from adass.cluster.processes import dask_processes
 from adass.config import RunConfig
 from adass.failures import RunFailure
 
@@ -46,35 +43,12 @@ def test_resume_without_checkpoint_is_one_clear_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "--resume" in err
 
 
-def _spawn(*args: str, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + args[0], *args[1:]],
-                            stdout=log, stderr=log, start_new_session=True)  # fmt: skip
-
-
 def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsys):
-    scheduler_file = tmp_path / "scheduler.json"
-    log = open(tmp_path / "dask.log", "w")
-    procs = [_spawn("scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
-                    "--scheduler-file", str(scheduler_file), log=log)]  # fmt: skip
-    try:
-        deadline = time.time() + 60
-        while not scheduler_file.exists() and time.time() < deadline:
-            time.sleep(0.2)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for _ in range(2):
-            procs.append(_spawn("worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                "--memory-limit", "0", log=log))  # fmt: skip
+    with dask_processes(tmp_path, workers=2) as lab:
         out = tmp_path / "run"
-        code = main(["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", address, "--out", str(out)])
+        code = main(["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", lab.address, "--out", str(out)])
         assert code == 0
         assert len(pd.read_parquet(out / "eval.parquet")) == 2
-    finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=30)
-        log.close()
 
 
 def _children() -> set[int]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cluster.processes import dask_processes
 from ..tables import markdown_table
 from . import write_report
 
@@ -125,37 +126,17 @@ def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], 
 def _kill_scheduler(out: Path, args: list[str], epoch: int) -> dict[str, Any]:
     """An external scheduler killed after epoch ``epoch``: how long until the run ends, and how."""
     folder = Path(tempfile.mkdtemp(prefix="adass-faults-", dir=out))
-    scheduler_file = folder / "scheduler.json"
-    spawn = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)]  # fmt: skip
-    log = open(folder / "dask.log", "w")  # noqa: SIM115  (closed below)
-    scheduler = subprocess.Popen(spawn, stdout=log, stderr=log, start_new_session=True)
-    procs = [scheduler]
-    try:
-        deadline = time.time() + 60
-        while not scheduler_file.exists() and time.time() < deadline:
-            time.sleep(0.1)
-        address = json.loads(scheduler_file.read_text())["address"]
-        for _ in range(3):
-            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads",
-                                           "1", "--host", "127.0.0.1", "--no-dashboard", "--memory-limit", "0"],
-                                          stdout=log, stderr=log, start_new_session=True))  # fmt: skip
+    with dask_processes(folder, workers=3) as lab:
         run_dir = folder / "run"
-        proc = _train([*args, "--scheduler", address, "--out", str(run_dir)])
+        proc = _train([*args, "--scheduler", lab.address, "--out", str(run_dir)])
         if not _wait_for(lambda: _pointer(run_dir)[0] >= epoch, proc):
             return _row("scheduler", f"after epoch {epoch}", outcome="the run ended before the kill point")
         killed_at = time.time()
-        os.killpg(scheduler.pid, signal.SIGKILL)
+        os.killpg(lab.scheduler.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=900)
         lines = err.strip().splitlines()
         return _row("scheduler", f"after epoch {epoch}", detection_s=time.time() - killed_at,
                     outcome=f"exit {proc.returncode}: {lines[-1][:160] if lines else ''}")  # fmt: skip
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        log.close()
 
 
 def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
