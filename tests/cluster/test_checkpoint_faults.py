@@ -101,3 +101,17 @@ def test_a_client_killed_at_any_point_resumes_to_the_uninterrupted_run(straight,
     a, b = _weights(straight), _weights(run)
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
+
+
+def test_resume_on_another_number_of_workers_goes_on_from_the_same_epoch(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", *RUN[:-3], "--epochs", "2", "--quiet", "--out", str(run)]) == 0
+    before = _weights(run)
+    assert main(["train", "--resume", str(run), "--epochs", "4", "--workers", "3", "--quiet"]) == 0
+    checkpoint = read_checkpoint(run)
+    assert checkpoint.epoch == 3 and checkpoint.replicas == 3
+    assert sorted(p.name for p in checkpoint.folder.glob("rank*.pt")) == ["rank0.pt", "rank1.pt", "rank2.pt"]
+    assert list(pd.read_parquet(run / "eval.parquet")["epoch"]) == [0, 1, 2, 3]
+    after = _weights(run)
+    assert any(not torch.equal(after[k], before[k]) for k in before)  # two more epochs were trained
+    assert json.loads((run / "config.json").read_text())["cluster"]["workers"] == 3  # how the run goes on

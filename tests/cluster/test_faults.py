@@ -64,3 +64,29 @@ def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluste
     with pytest.raises(Diverged) as caught:
         train_distributed(config, handle=cluster)
     assert "not finite" in str(caught.value) and len(str(caught.value).splitlines()) == 1
+
+
+def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_its_accuracy(tmp_path):
+    from adass.cluster.processes import dask_processes
+
+    with dask_processes(tmp_path / "dask", workers=3) as lab:
+        data = "synthetic:n=600,d=8,classes=3,noise=0.0,test=1000"  # 0.1 points a test sample
+        config = RunConfig.from_flat(**{**BASE, "epochs": 5, "data": data}, scheduler=lab.address, timeout_s=120,
+                                     restarts=1)  # fmt: skip
+        with connect(lab.address, n_workers=3) as handle:
+            straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
+            gone: dict[str, float] = {}
+
+            def kill_a_worker_and_its_nanny(record) -> None:  # no nanny is left to start a replacement
+                if record.epoch == 1 and not gone:
+                    gone["at"] = time.time()
+                    threading.Timer(0.05, os.killpg, (lab.workers[2].pid, signal.SIGKILL)).start()
+
+            result = train_distributed(config, handle=handle, progress=kill_a_worker_and_its_nanny,
+                                       checkpoint_dir=tmp_path / "shrunk")  # fmt: skip
+    assert len(result.faults) == 1
+    fault = result.faults[0]
+    assert fault["workers"] == 3 and fault["workers_after"] == 2 and fault["resumed_from_epoch"] == 1
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3, 4]
+    assert read_checkpoint(tmp_path / "shrunk").replicas == 2
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005

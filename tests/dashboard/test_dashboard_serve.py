@@ -14,3 +14,32 @@ def test_app_options_and_page():
 def test_the_served_script_is_the_checkouts_app():
     assert app_path() is not None and app_path().parent.name == "dashboard"
     assert "adass.dashboard" in app_path().read_text()
+
+
+def test_panel_serve_of_the_checkouts_dashboards_app_answers_with_the_page(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    app = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "panel", "serve", str(app), "--address", "127.0.0.1", "--port", str(port),
+               "--allow-websocket-origin", f"127.0.0.1:{port}", "--args", "--runs", str(tmp_path)]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, page = time.time() + 90, ""
+        while time.time() < deadline and not page:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/app", timeout=30) as answer:
+                    page = answer.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert "adass dashboard" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

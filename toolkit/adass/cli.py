@@ -125,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             opts = _checked(TrainOptions, args)
             if opts.resume is not None:
-                _refuse_with_resume(args)
-                return commands.run_resume(Path(opts.resume), args.epochs, quiet=opts.quiet)
+                changes = _resume_changes(args)
+                return commands.run_resume(Path(opts.resume), changes, quiet=opts.quiet)
             if opts.out is None:
                 raise SpecError("--out: a folder is required (or --resume DIR)")
             config = _config_from(args)
@@ -168,17 +168,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _refuse_with_resume(args: argparse.Namespace) -> None:
-    """``--resume`` takes the saved run's options; only ``--epochs`` may be given beside it."""
+#: what a resume may change: how long it trains, and where and on how many workers it runs
+RESUME_CHANGES = ("epochs", "workers", "scheduler", "timeout_s", "detect_s", "restarts", "bind",
+                  "tls_ca", "tls_cert", "tls_key")  # fmt: skip
+
+
+def _resume_changes(args: argparse.Namespace) -> dict[str, object]:
+    """The options given beside ``--resume``; one line for any that would change the saved run."""
     from .config import RUN_OPTIONS, flag_for
     from .registry import SpecError
 
-    given = [
-        flag_for(k) for k in RUN_OPTIONS if k != "epochs" and getattr(args, k, None) not in (None, False)
-    ]
-    if given:
-        raise SpecError(f"--resume: {', '.join(given)} cannot change a saved run (only --epochs can); "
+    given = {k: getattr(args, k) for k in RUN_OPTIONS if getattr(args, k, None) not in (None, False)}
+    refused = [flag_for(k) for k in given if k not in RESUME_CHANGES]
+    if refused:
+        allowed = ", ".join(flag_for(k) for k in RESUME_CHANGES)
+        raise SpecError(f"--resume: {', '.join(refused)} cannot change a saved run (only {allowed} can); "
                         "drop them, or train anew with --out")  # fmt: skip
+    return given
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ class TrainOptions(OutputOptions):
     resume = param.Foldername(
         None,
         doc="continue the distributed run in DIR from its last checkpoint "
-        "(its config.json is used; --epochs may raise the epoch count)",
+        "(its config.json is used; --epochs may raise the epoch count, --workers and the cluster "
+        "options say where it goes on)",
     )
 
 

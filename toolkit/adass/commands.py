@@ -115,8 +115,11 @@ def _cluster_feedback(config: RunConfig, bar: tqdm) -> dict:
     return {"store": store, "on_ready": _print_dashboard_link}
 
 
-def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:
-    """``adass train --resume DIR``: the saved configuration, from the last checkpoint on."""
+def run_resume(folder: Path, changes: dict[str, object] | None = None, quiet: bool = False) -> int:
+    """``adass train --resume DIR``: the saved configuration, from the last checkpoint on.
+
+    ``changes`` may raise ``epochs`` and say where and on how many workers the run goes on (the
+    replicas' states are re-sharded when the worker count differs)."""
     import json
 
     config_path = folder / "config.json"
@@ -128,8 +131,8 @@ def run_resume(folder: Path, epochs: str | None, quiet: bool = False) -> int:
         raise SpecError(f"--resume: {str(config_path)!r} is unreadable ({type(err).__name__})") from None
     saved.pop("standardization", None)
     config = RunConfig.from_dict(saved)
-    if epochs is not None:
-        config = config.replace(epochs=epochs)
+    if changes:
+        config = config.replace(**changes)
     if not config.cluster.workers:
         raise SpecError(f"--resume: {str(folder)!r} is a single-process run; only distributed runs keep checkpoints")
     return run_train(config, folder, quiet=quiet, resume=True)

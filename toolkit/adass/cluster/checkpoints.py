@@ -9,6 +9,7 @@ pointer on a complete epoch; records of later epochs that reached the files are 
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from dataclasses import dataclass
@@ -18,7 +19,10 @@ from typing import Any
 import torch
 
 from ..config import RunConfig
-from ..metrics import atomic_write_text
+from ..data import Dataset, shard_indices
+from ..engine.replica import ReplicaState
+from ..engine.reshard import reshard_states
+from ..metrics import atomic_write_bytes, atomic_write_text
 from ..registry import SpecError
 
 __all__ = [
@@ -30,10 +34,12 @@ __all__ = [
     "publish",
     "read_checkpoint",
     "read_checkpoint_state",
+    "reshard_checkpoint",
 ]
 
 POINTER = "latest.json"
 #: options a resume takes from the checkpoint: a different value would not continue the same run
+#: (``workers`` is saved too, but a resume may change it)
 FIXED_OPTIONS = ("data", "shard", "model", "sampler", "batch_size", "lr", "momentum", "weight_decay",
                  "schedule", "seed", "codec", "exchange", "workers")  # fmt: skip
 
@@ -46,6 +52,12 @@ class Checkpoint:
     folder: Path
     totals: dict[str, float]
     options: dict[str, Any]
+
+    @property
+    def replicas(self) -> int | None:
+        """How many replicas wrote it (None for a checkpoint that does not say)."""
+        workers = self.options.get("workers")
+        return None if workers is None else int(workers)
 
 
 def epoch_folder(run_dir: str | Path, epoch: int) -> Path:
@@ -121,10 +133,12 @@ def fixed_options(config: RunConfig) -> dict[str, Any]:
 
 def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
     """The checkpoint ``config`` continues from; SpecError in one line if it is corrupt, was trained
-    with other options, or already has ``config.optim.epochs`` epochs."""
-    checkpoint = read_checkpoint(run_dir, config.cluster.workers)
+    with other options (the worker count may differ), or already has ``config.optim.epochs`` epochs."""
+    checkpoint = read_checkpoint(run_dir)
+    checkpoint = read_checkpoint(run_dir, checkpoint.replicas or config.cluster.workers)
     saved, now = checkpoint.options, fixed_options(config)
-    differ = [k for k, v in now.items() if k in saved and saved[k] != v]
+    # another worker count is allowed: the replicas' states follow their samples (reshard_checkpoint)
+    differ = [k for k, v in now.items() if k in saved and saved[k] != v and k != "workers"]
     if differ:
         said = ", ".join(f"--{k.replace('_', '-')} {saved[k]!r} (given {now[k]!r})" for k in differ)
         raise SpecError(f"--resume: the checkpoint was trained with {said}; a resume keeps the saved options")
@@ -133,3 +147,30 @@ def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
         raise SpecError(f"--epochs: {config.optim.epochs} asks for no more than the {done} epochs already "
                         f"trained in {str(run_dir)!r}; give more to continue")  # fmt: skip
     return checkpoint
+
+
+def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Dataset) -> Checkpoint:
+    """``checkpoint`` of ``checkpoint.replicas`` replicas as one of ``config.cluster.workers`` replicas.
+
+    The new rank files go into a folder of their own beside the epoch's (``epoch-000003-of-2``), which
+    the next published epoch removes; the epoch's own files are left as they are. See
+    :mod:`adass.engine.reshard` for what follows the samples and what starts afresh.
+    """
+    old_world, new_world = checkpoint.replicas, config.cluster.workers
+    if old_world is None or old_world == new_world:
+        return checkpoint
+    seed, spec = config.optim.seed, config.data.shard
+    old = shard_indices(dataset.y_train, old_world, spec, seed=seed)
+    new = shard_indices(dataset.y_train, new_world, spec, seed=seed)
+    states = [torch.load(checkpoint.folder / f"rank{r}.pt", weights_only=True, map_location="cpu")
+              for r in range(old_world)]  # fmt: skip
+    layout = ReplicaState.shard(config, dataset, 0, new_world).sampler.state_layout
+    folder = checkpoint.folder.with_name(f"{checkpoint.folder.name}-of-{new_world}")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for rank, state in enumerate(reshard_states(states, old, new, layout, dataset.n_train)):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write_bytes(folder / f"rank{rank}.pt", buffer.getvalue())
+    options = {**checkpoint.options, "workers": new_world}
+    return Checkpoint(checkpoint.epoch, folder, dict(checkpoint.totals), options)

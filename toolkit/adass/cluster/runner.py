@@ -5,7 +5,9 @@ ADASS budget and the step count), run the epoch exchanging gradients peer to pee
 back. Every epoch ends with a checkpoint (:mod:`adass.cluster.checkpoints`) so ``resume=True`` can
 continue a run. All ranks are waited on together (:func:`adass.cluster.waiting.wait_all`): the first
 rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
-last checkpoint on the workers the cluster has (``--restarts`` times), and ``faults`` says so.
+last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the cluster
+gives one in time (a nanny restarts a killed worker process), otherwise on the workers that remain,
+the checkpoint re-sharded to fewer replicas (:func:`adass.cluster.checkpoints.reshard_checkpoint`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig
-from ..data import load_dataset
+from ..data import Dataset, load_dataset
 from ..engine import Stop, epoch_eval, new_totals, server_count, stop_signal, write_epoch
 from ..failures import LostRank, RunFailure
 from ..metrics import EvalRecord, MemorySink, Sink, atomic_write_text
@@ -33,6 +35,7 @@ from .checkpoints import (
     publish,
     read_checkpoint,
     read_checkpoint_state,
+    reshard_checkpoint,
 )
 from .connect import ClusterHandle, connect
 from .credentials import user_security
@@ -178,16 +181,18 @@ def train_distributed(
         for attempt in range(config.cluster.restarts + 1):
             try:
                 return _attempt(config, handle, run_id, store, sink, progress, checkpoint_dir, checkpoint,
-                                stop, dataset.n_train, faults)  # fmt: skip
+                                stop, dataset, faults)  # fmt: skip
             except LostRank as err:
                 faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": str(err),
-                               "resumed_from_epoch": None})  # fmt: skip
+                               "resumed_from_epoch": None, "workers": config.cluster.workers})  # fmt: skip
                 if attempt == config.cluster.restarts:
                     raise RunFailure(
                         f"{err} (after {attempt} restarts; --restarts {config.cluster.restarts})"
                     ) from None
-                checkpoint = _after_loss(handle, world, config, checkpoint_dir)
+                config = _after_loss(handle, config)
+                checkpoint = _last_checkpoint(checkpoint_dir, checkpoint)
                 faults[-1]["resumed_from_epoch"] = checkpoint.epoch if checkpoint is not None else -1
+                faults[-1]["workers_after"] = config.cluster.workers
                 _write_faults(checkpoint_dir, faults)
         raise AssertionError("unreachable")  # the loop returns or raises
     finally:
@@ -195,28 +200,42 @@ def train_distributed(
             handle.close()
 
 
-def _after_loss(
-    handle: ClusterHandle, world: int, config: RunConfig, checkpoint_dir: str | Path | None
-) -> Checkpoint | None:
-    """Wait for ``world`` workers again (a nanny restarts a killed one); the checkpoint to start from."""
+def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
+    """Wait for the run's workers again (a nanny restarts a killed one); when none comes back in
+    time, go on with the replicas the remaining workers can hold (the servers keep theirs)."""
+    servers = server_count(config)
+    world = config.cluster.workers + servers
     try:
         handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, 10.0) * 2)
-    except Exception:
+        return config
+    except Exception:  # noqa: BLE001 - dask raises TimeoutError or OSError; either way, count who is left
         have = len(handle.workers())
+    if have - servers < 1:
         raise RunFailure(
             f"a worker was lost and the cluster has {have} of the {world} workers the run needs"
+            f" ({servers} servers and at least 1 replica)"
         ) from None
+    return config.replace(workers=have - servers)
+
+
+def _last_checkpoint(checkpoint_dir: str | Path | None, before: Checkpoint | None) -> Checkpoint | None:
+    """The checkpoint to start again from: the run folder's last one, else the one it started from."""
     if checkpoint_dir is None or not (Path(checkpoint_dir) / "checkpoints" / "latest.json").exists():
-        return None
-    return read_checkpoint(checkpoint_dir, config.cluster.workers)
+        return before
+    checkpoint = read_checkpoint(checkpoint_dir)
+    return read_checkpoint(checkpoint_dir, checkpoint.replicas)
 
 
 def _attempt(
     config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
     progress: Callable[[EvalRecord], None] | None, checkpoint_dir: str | Path | None,
-    checkpoint: Checkpoint | None, stop: Stop, n_train: int, faults: list[dict[str, Any]],
+    checkpoint: Checkpoint | None, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
 ) -> DistributedResult:  # fmt: skip
     """Start the actors, load ``checkpoint`` (or start afresh), train the remaining epochs."""
+    if checkpoint is not None:
+        # the same checkpoint for as many replicas as this attempt has
+        checkpoint = reshard_checkpoint(checkpoint, config, dataset)
+    n_train = dataset.n_train
     run = _Run(config, handle, run_id, store)
     should_stop, stopped, record = stop_signal(stop), False, None
     first_epoch = checkpoint.epoch + 1 if checkpoint is not None else 0

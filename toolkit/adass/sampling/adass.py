@@ -135,6 +135,10 @@ class AdassSampler(SamplerBase):
     """
 
     uses_path = True  # bounds grow with the path length travelled since a sample's last visit
+    state_layout = {
+        **SamplerBase.state_layout, "sqrt_f": "sample", "path_at": "sample", "growth": "sample", "kept": "sample",
+        "dropped": "sample", "pending": "indexed", "slopes": "pooled", "returned": "summed", "exceeded": "summed",
+    }  # fmt: skip
 
     def __init__(
         self,

@@ -59,9 +59,14 @@ class Sampler(Protocol):
     In a run of several replicas each replica's sampler sees its own shard; before the first epoch
     the engine calls ``share(agreement)``, where a policy with a global budget (ADASS) takes the
     collectives it needs to decide for all replicas at once. Local policies ignore it.
+
+    ``state_layout`` names, for each state entry that belongs to samples, how it follows them when a
+    run goes on with another number of replicas (``sample``, ``indexed``, ``pooled`` or ``summed``; see
+    :mod:`adass.engine.reshard`).
     """
 
     two_pass: bool
+    state_layout: dict[str, str]
 
     def share(self, agreement: Agreement) -> None:
         """Decide together with the other replicas through ``agreement`` from now on."""
@@ -110,6 +115,8 @@ class SamplerBase:
 
     two_pass = False
     uses_path = False
+    #: how each state entry follows its samples to another shard (``adass.engine.reshard``)
+    state_layout: dict[str, str] = {"last_loss": "sample"}
 
     def __init__(self, n: int, seed: int = 0, epochs: int = 1) -> None:
         self.n = int(n)
