@@ -1,5 +1,7 @@
 """A run on a background thread: it trains, saves, reports through its feed, stops when asked."""
 
+import json
+
 from adass.config import RunConfig
 from adass.dashboard import (
     BackgroundRun,
@@ -31,6 +33,9 @@ def test_background_run_trains_saves_and_reports(tmp_path):
     assert kinds[-1] is Done and run.outcome == "finished (one)"
     saved = load_run(tmp_path / "one")
     assert list(saved["eval"]["epoch"]) == [0, 1] and len(saved["selection"]) == 2 * 120
+    # config.json says how the data were standardized, as adass train's does
+    recorded = json.loads((tmp_path / "one" / "config.json").read_text())["standardization"]
+    assert recorded["setting"] == "auto" and len(recorded["mean"]) == 4
 
 
 def test_stopping_a_background_run_keeps_the_finished_epochs(tmp_path):

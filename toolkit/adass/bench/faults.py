@@ -82,6 +82,7 @@ def _kill_worker(out: Path, options: dict[str, Any], epoch: int) -> dict[str, An
     """Kill rank 1's worker while epoch ``epoch + 1`` runs (in this process, to know the pid and time)."""
     from ..cluster import connect, train_distributed
     from ..config import RunConfig
+    from ..data import load_dataset, standardization_record
     from ..metrics import ParquetSink
 
     config = RunConfig.from_flat(**options)
@@ -96,7 +97,9 @@ def _kill_worker(out: Path, options: dict[str, Any], epoch: int) -> dict[str, An
                 killed["at"] = time.time() + 0.1
                 threading.Timer(0.1, os.kill, (victim, signal.SIGKILL)).start()
 
-        result = train_distributed(config, sink=ParquetSink(run_dir, config.to_dict()), progress=progress,
+        data = load_dataset(config.data.data, seed=config.optim.seed)
+        record = {**config.to_dict(), "standardization": standardization_record(data)}
+        result = train_distributed(config, sink=ParquetSink(run_dir, record), progress=progress,
                                    checkpoint_dir=run_dir, handle=handle)  # fmt: skip
     fault = result.faults[0] if result.faults else {}
     at = fault.get("at_unix_s", float("nan"))

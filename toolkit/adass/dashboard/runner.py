@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..config import RunConfig
-from ..data import DataError, load_dataset
+from ..data import DataError, load_dataset, standardization_record
 from ..metrics import MemorySink, ParquetSink
 from ..registry import SpecError
 from .feed import LiveFeed, LiveSink, StopRun
@@ -89,18 +89,17 @@ class BackgroundRun:
         return self._thread.is_alive()
 
     def _main(self) -> None:
-        inner: MemorySink | None = None
+        self._inner: MemorySink | None = None
         try:
             self.policy.check(self.config)
             if self.save_dir is not None:
                 self.save_dir.parent.mkdir(parents=True, exist_ok=True)
                 self.save_dir.mkdir()  # exists already: another run's records, never overwritten
-                inner = ParquetSink(self.save_dir, self.config.to_dict())
-            self.outcome = self._train(LiveSink(self.feed, inner))
+            self.outcome = self._train()
         except StopRun:
             self.outcome = f"stopped ({self.run_id})"
-            if inner is not None:
-                inner.close()  # keep what the finished epochs recorded
+            if self._inner is not None:
+                self._inner.close()  # keep what the finished epochs recorded
         except Exception as err:  # the page shows it; the log keeps the traceback
             log.exception("run %s failed", self.run_id)
             self.feed.put(RunError(_one_line(err)))
@@ -108,7 +107,7 @@ class BackgroundRun:
         finally:
             self.feed.put(Done(self.outcome or f"ended ({self.run_id})"))
 
-    def _train(self, sink: LiveSink) -> str:
+    def _train(self) -> str:
         from ..run import run
 
         config = self.config
@@ -117,6 +116,10 @@ class BackgroundRun:
             dataset = load_dataset(config.data.data, seed=config.optim.seed)
         except DataError as err:
             raise SpecError(f"--data: {err}") from None
+        if self.save_dir is not None:  # config.json records the standardization the data got
+            record = {**config.to_dict(), "standardization": standardization_record(dataset)}
+            self._inner = ParquetSink(self.save_dir, record)
+        sink = LiveSink(self.feed, self._inner)
         self.feed.put(DatasetLoaded(dataset))
         cluster: dict = {}
         if config.cluster.workers:
