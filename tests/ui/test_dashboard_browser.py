@@ -273,3 +273,36 @@ def test_a_parameter_server_run_is_drawn_as_a_star_with_its_codec(browser, dashb
     assert page.evaluate(TITLE_JS, "adass-topology").endswith("steps")
     page.screenshot(path=str(tmp_path / "ps.png"), full_page=True)
     page.close()
+
+
+def _saved_epochs(runs: Path) -> list[int]:
+    """Epochs in the eval records of the one run saved under ``runs`` (empty until the run ends)."""
+    import pandas as pd
+
+    files = list(runs.glob("*/eval.parquet"))
+    return list(pd.read_parquet(files[0])["epoch"]) if files else []
+
+
+@pytest.mark.parametrize("how", ["stop button", "page closed"])
+def test_a_run_of_fast_epochs_stops_when_asked_and_when_its_page_closes(browser, dashboard, how):
+    page = browser.new_page(viewport={"width": 1700, "height": 1300})
+    page.goto(dashboard.url)
+    page.locator(".adass-start button").wait_for(timeout=60_000)
+    fast = {"data": "synthetic:n=64,d=4,classes=2,test=16", "model": "logreg", "sampler": "full",
+            "epochs": "100000", "batch_size": "64"}  # fmt: skip
+    for option, value in fast.items():
+        _fill(page, option, value)
+    page.locator(".adass-start button").click()
+    points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731
+    _wait_for(lambda: points("adass-test_acc") > 0, 120, "the first epochs", dashboard)
+    if how == "stop button":
+        page.locator(".adass-stop button").click()
+        _wait_for(lambda: page.locator(".adass-status").get_by_text("stopped").count(), 60, "the run to stop",
+                  dashboard)  # fmt: skip
+    else:
+        page.close()
+    epochs = _wait_for(lambda: _saved_epochs(dashboard.runs), 90, "the stopped run's records", dashboard)
+    assert 0 < len(epochs) < 100_000 and epochs == list(range(len(epochs)))
+    time.sleep(3)  # nothing is trained after the stop
+    assert _saved_epochs(dashboard.runs) == epochs
+    assert "Traceback" not in dashboard.log.read_text()
