@@ -106,3 +106,34 @@ def test_a_diverging_run_stops_with_one_line(tmp_path, capsys):
     assert main(args) == 2
     err = _one_line(capsys)
     assert "not finite" in err and "--max-nonfinite" in err
+
+
+def test_a_model_far_past_memory_is_refused_in_one_line_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "run"
+    huge = "mlp:hidden=65536,layers=16"  # within the spec's bounds: 64 billion parameters
+    assert main(["train", "--data", "synthetic:n=100,d=4,classes=2", "--model", huge, "--out", str(out)]) == 2
+    err = _one_line(capsys)
+    assert "--model" in err and huge in err and "GiB" in err
+    assert not out.exists()
+
+
+def test_the_memory_check_counts_every_rank_this_host_holds():
+    import psutil
+
+    from adass.config import RunConfig
+    from adass.data import load_dataset
+    from adass.model_memory import BYTES_PER_PARAMETER, check_model_fits, parameter_count
+    from adass.registry import SpecError
+
+    data = load_dataset("synthetic:n=100,d=4,classes=2")
+    available = psutil.virtual_memory().available
+    # a model that fits once but not eight times: one rank passes, eight embedded ranks do not
+    hidden = 1
+    while parameter_count(f"mlp:hidden={hidden},layers=2", data.shape, 2) * BYTES_PER_PARAMETER < 0.2 * available:
+        hidden *= 2
+    spec = f"mlp:hidden={hidden},layers=2"
+    check_model_fits(RunConfig.from_flat(data=data.name, model=spec), data)
+    with pytest.raises(SpecError, match="for 8 ranks on this host"):
+        check_model_fits(RunConfig.from_flat(data=data.name, model=spec, workers=8), data)
+    # a cluster elsewhere: its hosts are not this one, so nothing is refused here
+    check_model_fits(RunConfig.from_flat(data=data.name, model=spec, workers=8, scheduler="tcp://10.0.0.1:8786"), data)

@@ -13,6 +13,7 @@ from .compare import compare
 from .config import RunConfig
 from .data import DataError, load_dataset, shift_warning, standardization_record
 from .metrics import EvalRecord, ParquetSink
+from .model_memory import check_model_fits
 from .registry import SpecError
 from .run import run
 from .tables import markdown_table
@@ -44,6 +45,7 @@ def _load_data(config: RunConfig):
         dataset = load_dataset(config.data.data, seed=config.optim.seed)
     except DataError as err:
         raise SpecError(f"--data: {err}") from None
+    check_model_fits(config, dataset)
     warning = shift_warning(dataset)
     if warning:
         print(f"adass: {warning}", file=sys.stderr)

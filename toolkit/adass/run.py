@@ -12,6 +12,7 @@ from .config import RunConfig
 from .data import Dataset
 from .engine import Counters, RunResult, Stop
 from .metrics import EvalRecord, Sink
+from .model_memory import check_model_fits
 from .trainer import train
 
 __all__ = ["RunResult", "run"]
@@ -68,6 +69,8 @@ def run(
         One line: a worker lost more often than ``--restarts`` allows, losses that stayed non-finite
         for ``--max-nonfinite`` steps (:class:`~adass.failures.Diverged`), an unreachable scheduler.
     """
+    if dataset is not None:
+        check_model_fits(config, dataset)  # before any replica is built
     if not config.cluster.workers:
         return train(config, sink=sink, progress=progress, dataset=dataset, run_id=run_id,
                      selection_records=selection_records, stop=stop)  # fmt: skip

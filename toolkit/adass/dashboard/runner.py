@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config import RunConfig
 from ..data import DataError, load_dataset, standardization_record
 from ..metrics import MemorySink, ParquetSink
+from ..model_memory import check_model_fits
 from ..registry import SpecError
 from .feed import LiveFeed, LiveSink, StopRun
 from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
@@ -116,6 +117,7 @@ class BackgroundRun:
             dataset = load_dataset(config.data.data, seed=config.optim.seed)
         except DataError as err:
             raise SpecError(f"--data: {err}") from None
+        check_model_fits(config, dataset)
         if self.save_dir is not None:  # config.json records the standardization the data got
             record = {**config.to_dict(), "standardization": standardization_record(dataset)}
             self._inner = ParquetSink(self.save_dir, record)
