@@ -59,3 +59,23 @@ def test_tls_flags_must_come_together_and_name_files(tmp_path):
         user_security(str(tmp_path), str(tmp_path), "")
     with pytest.raises(SpecError, match="--tls-ca"):
         user_security(str(tmp_path / "missing.pem"), str(tmp_path / "c"), str(tmp_path / "k"))
+
+
+def test_compare_joins_a_tls_cluster_with_the_credentials_it_is_given(tmp_path):
+    """``adass compare --scheduler tls://... --tls-*`` connects with those files, as ``adass train`` does."""
+    from adass.cli import main
+
+    with connect(n_workers=2) as handle:
+        security, address = handle.client.security, handle.client.scheduler.address
+        assert address.startswith("tls://")
+        files = {}
+        for name, pem in (("ca", security.tls_ca_file), ("cert", security.tls_client_cert),
+                          ("key", security.tls_client_key)):  # fmt: skip
+            files[name] = tmp_path / f"{name}.pem"
+            files[name].write_text(pem)  # the embedded cluster keeps its credentials in memory
+        out = tmp_path / "cmp"
+        code = main(["compare", "--data", "synthetic:n=120,d=4,classes=3,test=30", "--model", "mlp:hidden=8",
+                     "--samplers", "full", "--epochs", "1", "--workers", "2", "--scheduler", address,
+                     "--tls-ca", str(files["ca"]), "--tls-cert", str(files["cert"]), "--tls-key", str(files["key"]),
+                     "--quiet", "--out", str(out)])  # fmt: skip
+    assert code == 0 and any(out.iterdir())

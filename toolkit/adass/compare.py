@@ -130,7 +130,8 @@ def controls(
 
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
-    run(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler=""),
+    run(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler="", tls_ca="",
+                       tls_cert="", tls_key=""),
         dataset=dataset, selection_records=False)  # fmt: skip
 
 
@@ -156,10 +157,10 @@ def _cluster(base: RunConfig, arms: Sequence[Variant]) -> Iterator[object | None
     if not base.cluster.workers:
         yield None
         return
-    from .cluster import connect, server_count
+    from .cluster import connect_for, server_count
 
     extra = max(server_count(arm.apply(base, 0)) for arm in arms)
-    handle = connect(base.cluster.scheduler or None, n_workers=base.cluster.workers + extra)
+    handle = connect_for(base, base.cluster.workers + extra)  # its scheduler, --detect-s and --tls-*
     try:
         yield handle
     finally:

@@ -2,7 +2,7 @@
 
 from .bootstrap import GroupConnectError
 from .checkpoints import check_resume, read_checkpoint
-from .connect import ClusterHandle, connect
+from .connect import ClusterHandle, connect, connect_for
 from .events import EventRelay, RunStore, topic_for
 from .runner import DistributedResult, read_checkpoint_state, server_count, train_distributed
 
@@ -14,6 +14,7 @@ __all__ = [
     "RunStore",
     "check_resume",
     "connect",
+    "connect_for",
     "read_checkpoint",
     "read_checkpoint_state",
     "server_count",

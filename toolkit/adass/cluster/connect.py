@@ -6,6 +6,7 @@ import contextlib
 import logging
 import socket
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import dask
@@ -14,7 +15,7 @@ from distributed.security import Security
 
 from ..allocator import dask_config
 from ..failures import RunFailure, one_line
-from .credentials import temporary_security
+from .credentials import temporary_security, user_security
 
 __all__ = ["ClusterHandle", "connect", "reachable"]
 
@@ -134,3 +135,11 @@ def reachable(address: str, timeout_s: float = 5.0) -> None:
             pass
     except OSError as err:
         raise RunFailure(f"--scheduler: nothing answers at {address} ({err.strerror or err})") from None
+
+
+def connect_for(config: Any, n_workers: int) -> ClusterHandle:
+    """:func:`connect` as ``config`` asks: its scheduler (or an embedded cluster of ``n_workers``), its
+    ``--detect-s`` and its ``--tls-*`` credentials; every command connects through this."""
+    c = config.cluster
+    security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
+    return connect(c.scheduler or None, n_workers=n_workers, detect_s=c.detect_s, security=security)

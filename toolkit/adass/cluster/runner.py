@@ -37,8 +37,7 @@ from .checkpoints import (
     read_checkpoint_state,
     reshard_checkpoint,
 )
-from .connect import ClusterHandle, connect
-from .credentials import user_security
+from .connect import ClusterHandle, connect_for
 from .events import RunStore, topic_for
 from .waiting import wait_all
 
@@ -169,9 +168,7 @@ def train_distributed(
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
     own_handle = handle is None
     world = config.cluster.workers + server_count(config)
-    c = config.cluster
-    security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
-    handle = handle or connect(c.scheduler or None, n_workers=world, detect_s=c.detect_s, security=security)
+    handle = handle or connect_for(config, world)
     faults: list[dict[str, Any]] = []
     try:
         if on_ready is not None:
