@@ -115,3 +115,19 @@ def test_resume_on_another_number_of_workers_goes_on_from_the_same_epoch(tmp_pat
     after = _weights(run)
     assert any(not torch.equal(after[k], before[k]) for k in before)  # two more epochs were trained
     assert json.loads((run / "config.json").read_text())["cluster"]["workers"] == 3  # how the run goes on
+
+
+def test_a_run_folder_of_the_layout_before_epoch_folders_still_resumes(straight, tmp_path):
+    run = tmp_path / "older"
+    shutil.copytree(straight, run)
+    root, checkpoint = run / "checkpoints", read_checkpoint(run)
+    for rank_file in checkpoint.folder.glob("rank*.pt"):
+        shutil.move(rank_file, root / rank_file.name)
+    state = json.loads((checkpoint.folder / "state.json").read_text())
+    (root / "state.json").write_text(json.dumps({"epoch": state["epoch"], "totals": state["totals"]}))
+    shutil.rmtree(checkpoint.folder)
+    (root / "latest.json").unlink()
+    assert main(["train", "--resume", str(run), "--epochs", "5", "--quiet"]) == 0
+    assert read_checkpoint(run).epoch == 4
+    assert not list(root.glob("rank*.pt")) and not (root / "state.json").exists()  # replaced by epoch 4's folder
+    assert list(pd.read_parquet(run / "eval.parquet")["epoch"]) == [0, 1, 2, 3, 4]

@@ -2,7 +2,9 @@
 
 ``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt`` and ``state.json`` (epoch, running
 totals, the options a resume must keep); the run's record files are flushed next; only then does
-``checkpoints/latest.json`` move to the new folder, by one rename. A crash at any instant leaves the
+``checkpoints/latest.json`` move to the new folder, by one rename. Run folders of the earlier layout
+(``rank<r>.pt`` and ``state.json`` directly in ``checkpoints/``, without options) still resume; the
+first epoch published afterwards replaces them. A crash at any instant leaves the
 pointer on a complete epoch; records of later epochs that reached the files are dropped on resume
 (every record names its epoch), so a resumed run repeats no epoch and loses no row.
 """
@@ -82,6 +84,8 @@ def publish(run_dir: str | Path, epoch: int, totals: dict[str, float], options: 
     for old in root.glob("epoch-*"):
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
+    for older in [*root.glob("rank*.pt"), root / "state.json"]:  # files of the layout before epoch folders
+        older.unlink(missing_ok=True)
 
 
 def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint:
@@ -96,11 +100,15 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint
     """
     where = f"--resume: {str(run_dir)!r}"
     pointer = Path(run_dir) / "checkpoints" / POINTER
-    if not pointer.exists():
+    older = pointer.parent / "state.json"  # the layout before per-epoch folders: one set of files, in place
+    if not pointer.exists() and not older.exists():
         raise SpecError(f"{where} has no checkpoint (checkpoints/{POINTER} missing)")
     try:
-        name = json.loads(pointer.read_text())["folder"]
-        folder = pointer.parent / str(name)
+        folder = (
+            pointer.parent / str(json.loads(pointer.read_text())["folder"])
+            if pointer.exists()
+            else pointer.parent
+        )
         state = json.loads((folder / "state.json").read_text())
         checkpoint = Checkpoint(
             int(state["epoch"]), folder, dict(state["totals"]), dict(state.get("options", {}))
