@@ -3,8 +3,8 @@
 Real training sets hold many easy, redundant samples and a minority of informative ones: a class is
 several tight groups (a digit written in a few styles), and a few samples sit between groups of
 different classes. ``modes`` (clusters per class) and ``cluster_std`` (their spread) draw that
-structure; ``hard`` sets the share between clusters. With ``modes=1`` and ``cluster_std=1`` every
-class is one unit Gaussian, as before those options existed.
+structure; ``hard`` sets the share between clusters. With the defaults (``modes=1``,
+``cluster_std=1``) every class is one unit Gaussian.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ __all__ = ["SPREAD", "make_mixture"]
 
 #: Distance of each cluster mean from the origin (the default ``cluster_std`` is 1).
 SPREAD = 3.0
-# Hard samples sit this far along the segment from their own class mean towards another one
-# (0.5 is the midpoint): close enough to the boundary that a good share of them are misread.
+# Hard samples sit this far along the segment from their own cluster's mean towards a cluster of
+# another class (0.5 is the midpoint): close enough to the boundary that a good share of them are misread.
 _HARD_RANGE = (0.3, 0.5)
 
 
@@ -162,7 +162,8 @@ def load_synthetic(
     name: str = "synthetic",
 ) -> Dataset:
     """Seeded Gaussian mixture with boundary samples and label noise."""
-    check_fits(3 * 4.0 * (n + test) * d, f"synthetic: {n + test} samples x {d} features")  # draws and copies
+    # draws and copies, and the cluster means
+    check_fits(4.0 * (3 * (n + test) + classes * modes) * d, f"synthetic: {n + test} samples x {d} features")
     return make_mixture(
         n, d, classes, noise, hard, test, seed=seed, name=name, modes=modes, cluster_std=cluster_std
     )
