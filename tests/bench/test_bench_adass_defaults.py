@@ -1,5 +1,7 @@
 """The ADASS defaults benchmark runs end to end in quick mode and writes its table."""
 
+from pathlib import Path
+
 import pandas as pd
 
 from adass.bench import adass_defaults
@@ -15,3 +17,11 @@ def test_quick_defaults_bench_writes_every_arm(tmp_path, capsys):
     assert set(table.loc[table["model"] == "logreg", "arm"]) == {"lipschitz=exact", "lipschitz=empirical",
                                                                   "lipschitz=const"}  # fmt: skip
     assert table["exceeded_frac"].between(0, 1).all() and table["backprop_frac"].between(0, 1).all()
+
+
+def test_the_readme_states_the_settings_the_studies_ran_on():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## Choosing ADASS's defaults")[1].split("\n## ")[0]
+    for options in adass_defaults.SETTINGS.values():
+        assert options["data"] in section and f"lr {options['lr']}" in section
+        assert f"{options['epochs']} epochs" in section

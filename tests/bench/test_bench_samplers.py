@@ -1,5 +1,7 @@
 """The samplers benchmark runs end to end in quick mode and writes its tables."""
 
+from pathlib import Path
+
 import pandas as pd
 
 from adass.bench import samplers
@@ -27,3 +29,13 @@ def test_the_off_centre_set_has_the_stated_statistics(tmp_path):
     raw = load_dataset(f"idx:{folder},classes=10,standardize=off").x_train
     assert raw.shape[1:] == (40,) and float(raw.min()) >= 0.0 and float(raw.max()) <= 1.0
     assert abs(float(raw.mean()) - 0.55) < 0.01 and abs(float(raw.std(0).mean()) - 0.10) < 0.01
+
+
+def test_the_readme_states_the_settings_the_suite_runs():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("(`adass bench samplers`)")[1].split("\n## ")[0]
+    for name, options in samplers.SETTINGS.items():
+        row = next(line for line in section.splitlines() if line.startswith(f"| {name} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        model = f"`{options['model']}`, {options['lr']}"
+        assert cells == [name, f"`{options['data']}`", model, str(options["epochs"])]
