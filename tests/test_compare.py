@@ -6,6 +6,7 @@ import pytest
 from adass.compare import BUDGET_MATCHED, COMPARE_COLUMNS, SCHEDULE_MATCHED, compare, compare_runs, summarise
 from adass.sampling import build_sampler
 from adass.sampling.random_subset import schedule_text
+from adass.tables import markdown_table
 
 ADASS = "adass:eps=0.4,warmup=1,final=1"
 
@@ -48,6 +49,15 @@ def test_wall_ratio_is_the_median_of_per_seed_ratios():
     assert table.loc["x", "wall_ratio"] == 0.5
     assert table.loc["x", "wall_ratio_iqr"] == pytest.approx(4.75)  # quartiles 0.5 and 5.25
     assert table.loc["full", "wall_ratio"] == 1.0 and table.loc["full", "wall_ratio_iqr"] == 0.0
+
+
+def test_one_seed_has_no_accuracy_spread_rather_than_a_spread_of_zero():
+    runs = pd.DataFrame({"sampler": ["full", "x"], "spec": ["full", "x"], "seed": [0, 0], "test_acc": [0.9, 0.8],
+                         "backprops": [10, 5], "forwards": [10, 5], "wall_s": [1.0, 0.6]})  # fmt: skip
+    table = summarise(runs).set_index("sampler")
+    assert table["test_acc_std"].isna().all()
+    rows = markdown_table(table.reset_index()[["sampler", "test_acc_std"]]).splitlines()[2:]
+    assert [r.split("|")[2].strip() for r in rows] == ["-", "-"]  # printed as missing
 
 
 def test_compare_writes_the_table_with_its_columns(tiny_config, tmp_path):

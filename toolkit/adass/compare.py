@@ -265,7 +265,7 @@ def summarise(runs: pd.DataFrame, distributed: bool = False) -> pd.DataFrame:
         "codec": [g["codec"].iloc[0] if "codec" in g else "" for g in groups.values()],
         "seeds": [len(g) for g in groups.values()],
         "test_acc": [g["test_acc"].mean() for g in groups.values()],
-        "test_acc_std": [g["test_acc"].std(ddof=1) if len(g) > 1 else 0.0 for g in groups.values()],
+        "test_acc_std": [g["test_acc"].std(ddof=1) if len(g) > 1 else float("nan") for g in groups.values()],
         "backprop_frac": [g["backprop_frac"].mean() for g in groups.values()],
         "forward_frac": [g["forward_frac"].mean() for g in groups.values()],
         "wall_ratio": [w.median() for w in walls],
