@@ -227,8 +227,12 @@ class Engine:
         traffic: list[dict[str, Any]] = []
         if self.exchange is not None:
             # a step nobody backpropagated in still exchanges (zeros, at unit weight, so the weighted
-            # mean is defined and PS servers stay in step), but nobody applies it
+            # mean is defined and PS servers stay in step), but nobody applies it, so its error-feedback
+            # memory keeps what it held instead of spending it on a result that is thrown away
+            held = None if total else self.exchange.state_dict()
             self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
+            if held is not None:
+                self.exchange.load_state_dict(held)
             t2 = time.perf_counter()
             times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
             encode_s, decode_s = times["encode_s"], times["decode_s"]
