@@ -110,7 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from . import commands
     from .allocator import keep_freed_memory
-    from .command_options import BenchOptions, CompareOptions, DashboardOptions, ReproduceOptions, TrainOptions
+    from .command_options import (
+        BenchOptions,
+        CompareOptions,
+        DashboardOptions,
+        ReproduceOptions,
+        TrainOptions,
+    )
     from .config import ClusterSection, check_option
     from .registry import SpecError
 
@@ -152,7 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             opts = _checked(ReproduceOptions, args)
             out = _check_out(opts.out, opts.overwrite, "report.md")
             if out.is_dir() and any(out.iterdir()) and not opts.overwrite:
-                raise SpecError(f"--out: {opts.out!r} is not empty; choose another folder or pass --overwrite")
+                raise SpecError(
+                    f"--out: {opts.out!r} is not empty; choose another folder or pass --overwrite"
+                )
             return commands.run_reproduce(out, argv, quick=opts.quick, quiet=opts.quiet)
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")

@@ -78,7 +78,9 @@ class BenchOptions(OutputOptions):
 class ReproduceOptions(OutputOptions):
     """``adass reproduce``."""
 
-    quick = param.Boolean(False, doc="small data, few epochs and seeds: a smoke run of about ten minutes on two cores")
+    quick = param.Boolean(
+        False, doc="small data, few epochs and seeds: a smoke run of about ten minutes on two cores"
+    )
 
 
 class DashboardOptions(param.Parameterized):

@@ -45,7 +45,11 @@ RS_ARMS: list[tuple[str, str, str]] = [
     ("warmup", "ring", "randk:ratio={ratio},scale=false,warmup=2"),
     ("mc+warmup", "ring", "mc(randk:ratio={ratio},scale=false,warmup=2)"),
     ("randk+q8", "ring:strategy=shared_scale", "randk:ratio={ratio},scale=false+qsgd:bits=8"),
-    ("mc+warmup+q8", "ring:strategy=shared_scale", "mc(randk:ratio={ratio},scale=false,warmup=2+qsgd:bits=8)"),
+    (
+        "mc+warmup+q8",
+        "ring:strategy=shared_scale",
+        "mc(randk:ratio={ratio},scale=false,warmup=2+qsgd:bits=8)",
+    ),
 ]
 #: the arms of claim 3 whose codecs exist in every build (the test plan's)
 RS_ARMS_NOW: list[tuple[str, str, str]] = [

@@ -23,7 +23,7 @@ from .plan import Plan
 from .plots import bar_plot, line_plot
 from .replicas import Progress, run_virtual
 from .section import Section
-from .verdict import Check, deficit_pts, mean_se
+from .verdict import Check, deficit_pts, mean_se, plus_minus
 
 __all__ = ["ADASS_TOLERANCE_PTS", "CLAIM", "real_checks", "run", "sampler_checks", "simulated_checks"]
 
@@ -65,7 +65,7 @@ def sampler_checks(runs: pd.DataFrame, table: pd.DataFrame, adass: str = "adass"
         deficit, se = deficit_pts(acc["full"], acc[adass])
         frac = float(table[(table["dataset"] == name) & (table["sampler"] == adass)]["backprop_frac"].iloc[0])
         out += [Check(name, f"ADASS within {ADASS_TOLERANCE_PTS:g} points of full", deficit <= ADASS_TOLERANCE_PTS,
-                      f"{deficit:+.2f} ± {se:.2f} points below full"),
+                      f"{plus_minus(deficit, se)} points below full"),
                 Check(name, "ADASS with fewer backprops than full", frac < 1.0, f"{frac:.3f} of full's")]  # fmt: skip
     return out
 
@@ -91,7 +91,9 @@ def _real(plan: Plan, quiet: bool) -> pd.DataFrame:
 
 def _real_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    for (p, exchange, sampler, link), group in runs.groupby(["workers", "exchange", "sampler", "link"], sort=False):
+    for (p, exchange, sampler, link), group in runs.groupby(
+        ["workers", "exchange", "sampler", "link"], sort=False
+    ):
         acc, se = mean_se(group["test_acc"])
         rows.append({"workers": p, "exchange": exchange, "sampler": sampler, "link": link, "seeds": len(group),
                      "test_acc": acc, "acc_se_pts": 100 * se, "backprops": float(group["backprops"].mean()),
@@ -110,7 +112,7 @@ def real_checks(runs: pd.DataFrame, table: pd.DataFrame, adass: str) -> list[Che
         deficit, se = deficit_pts(acc["full"], acc[adass])
         bp = group.groupby("sampler")["backprops"].mean()
         out += [Check(f"P={p}, {exchange}", f"ADASS within {ADASS_TOLERANCE_PTS:g} points of full",
-                      deficit <= ADASS_TOLERANCE_PTS, f"{deficit:+.2f} ± {se:.2f} points below full"),
+                      deficit <= ADASS_TOLERANCE_PTS, f"{plus_minus(deficit, se)} points below full"),
                 Check(f"P={p}, {exchange}", "ADASS with fewer backprops than full", bp[adass] < bp["full"],
                       f"{bp[adass] / bp['full']:.3f} of full's")]  # fmt: skip
     ours = table[table["sampler"] == adass].set_index(["workers", "link", "exchange"])
@@ -125,7 +127,9 @@ def real_checks(runs: pd.DataFrame, table: pd.DataFrame, adass: str) -> list[Che
 
 def _simulated(plan: Plan, quiet: bool) -> pd.DataFrame:
     """Ring and PS on ``plan.sim_workers`` virtual replicas, modelled times under every link."""
-    base = RunConfig.from_flat(**{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1)
+    base = RunConfig.from_flat(
+        **{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1
+    )
     dataset = load_dataset(base.data.data, seed=0)
     progress = Progress("claim 1, simulated", len(plan.sim_workers) * len(DML_EXCHANGES), quiet)
     rows = []
@@ -166,10 +170,14 @@ def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
     real_table = _real_table(real_runs)
     sim = _simulated(plan, quiet)
     s = plan.setting
-    links = ", ".join(f"{k} (`{REAL_LINKS[k]}`)" if REAL_LINKS[k] else f"{k} (loopback as it is)" for k in plan.dml_links)
+    links = ", ".join(
+        f"{k} (`{REAL_LINKS[k]}`)" if REAL_LINKS[k] else f"{k} (loopback as it is)" for k in plan.dml_links
+    )
     section = Section("dml", CLAIM, tables={"samplers": sampler_table, "samplers_runs": sampler_runs,
                                             "processes": real_table, "processes_runs": real_runs, "simulated": sim})  # fmt: skip
-    settings = "; ".join(f"{n}: `{o['data']}`, `{o['model']}`, {o['epochs']} epochs" for n, o in plan.sampler_settings.items())
+    settings = "; ".join(
+        f"{n}: `{o['data']}`, `{o['model']}`, {o['epochs']} epochs" for n, o in plan.sampler_settings.items()
+    )
     section.lines = [
         f"### (a) samplers, one process, {plan.seeds} seed(s)", "",
         f"{settings}. `{SCHEDULE_MATCHED}` replays each ADASS run's kept share epoch by epoch; "

@@ -15,7 +15,7 @@ from .plan import Plan
 from .plots import bar_plot
 from .replicas import Progress
 from .section import Section
-from .verdict import Check
+from .verdict import Check, plus_minus
 
 __all__ = ["CLAIM", "arms", "checks", "run", "tolerance_pts"]
 
@@ -49,7 +49,7 @@ def checks(table) -> list[Check]:
         out.append(Check(
             f"{int(row.bits)} bits, {row.strategy}, {'ef' if row.ef else 'no ef'}",
             f"accuracy within {tolerance:g} points of fp32", row.deficit_pts <= tolerance,
-            f"{row.deficit_pts:+.2f} ± {row.deficit_se_pts:.2f} points below fp32",
+            f"{plus_minus(row.deficit_pts, row.deficit_se_pts)} points below fp32",
         ))  # fmt: skip
     return out
 

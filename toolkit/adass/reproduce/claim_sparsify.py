@@ -17,7 +17,7 @@ from .plan import Plan
 from .plots import line_plot
 from .replicas import Progress
 from .section import Section
-from .verdict import Check
+from .verdict import Check, plus_minus
 
 __all__ = ["CLAIM", "WIRE_SLACK", "arms", "checks", "run", "tolerance_pts"]
 
@@ -50,7 +50,7 @@ def checks(table: pd.DataFrame) -> list[Check]:
             continue
         when = f"ratio {row.ratio:g}, {row.technique}"
         out.append(Check(when, f"accuracy within {tolerance:g} points of fp32", row.deficit_pts <= tolerance,
-                         f"{row.deficit_pts:+.2f} ± {row.deficit_se_pts:.2f} points below fp32"))  # fmt: skip
+                         f"{plus_minus(row.deficit_pts, row.deficit_se_pts)} points below fp32"))  # fmt: skip
         limit = row.ratio + WIRE_SLACK
         out.append(Check(when, f"wire bytes at most {limit:.3g} of fp32's", row.wire_frac <= limit,
                          f"{row.wire_frac:.4f} of fp32's"))  # fmt: skip

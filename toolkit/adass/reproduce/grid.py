@@ -68,4 +68,13 @@ def summarise_grid(runs: pd.DataFrame, links: Mapping[str, str]) -> pd.DataFrame
         for name in links:
             row[f"step_ms_{name}"] = float(group[f"step_ms_{name}"].mean())
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for c in coords:  # the reference has no coordinates: whole numbers stay whole beside its blanks
+        values = table[c].dropna()
+        if (
+            pd.api.types.is_numeric_dtype(values)
+            and not pd.api.types.is_bool_dtype(values)
+            and (values % 1 == 0).all()
+        ):
+            table[c] = table[c].astype("Int64")
+    return table

@@ -88,5 +88,7 @@ def run_virtual(config: RunConfig, replicas: int, dataset: Dataset, links: Mappi
         modelled = modelled_steps(config, steps, traffic, link)
         total = modelled["own_s"] + modelled["comm_s"]
         row[f"step_ms_{name}"] = 1e3 * float(total.median())
-        row[f"comm_share_{name}"] = float(modelled["comm_s"].sum() / total.sum()) if total.sum() > 0 else float("nan")
+        row[f"comm_share_{name}"] = (
+            float(modelled["comm_s"].sum() / total.sum()) if total.sum() > 0 else float("nan")
+        )
     return row

@@ -10,7 +10,6 @@ import os
 import platform
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,9 @@ REPORT = "report.md"
 CLAIMS: list[Callable[[Plan, Path, bool], Section]] = [claim_dml.run, claim_quantize.run, claim_sparsify.run]
 
 
-def environment(plan: Plan, argv: Sequence[str], elapsed_s: float, load: tuple[float, float, float]) -> list[str]:
+def environment(
+    plan: Plan, argv: Sequence[str], elapsed_s: float, load: tuple[float, float, float]
+) -> list[str]:
     """The report's environment section: versions, cores, load, links and the exact command line."""
     command = shlex.join(["adass", *argv])
     sizes = os.environ.get(SIZES_ENV, "")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "verdict"]
+__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,11 @@ def mean_se(values: Sequence[float] | pd.Series) -> tuple[float, float]:
         return float("nan"), float("nan")
     se = float(series.std(ddof=1) / math.sqrt(len(series))) if len(series) > 1 else float("nan")
     return float(series.mean()), se
+
+
+def plus_minus(mean: float, se: float) -> str:
+    """``+0.12 ± 0.05``, or ``+0.12 (one seed)`` where there is no standard error."""
+    return f"{mean:+.2f} ± {se:.2f}" if se == se else f"{mean:+.2f} (one seed)"
 
 
 def deficit_pts(reference: pd.Series, arm: pd.Series) -> tuple[float, float]:
