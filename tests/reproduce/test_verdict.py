@@ -101,8 +101,8 @@ def test_sparsify_verdict_flips_with_accuracy_and_wire_bytes():
 def test_simulated_ring_against_ps_flips_with_step_time():
     def sim(ring_ms: float) -> pd.DataFrame:
         return pd.DataFrame([
-            {"workers": 8, "exchange": "ring", "step_ms_1gbit": ring_ms, "step_ms_10gbit": 1.0},
-            {"workers": 8, "exchange": "PS", "step_ms_1gbit": 5.0, "step_ms_10gbit": 2.0},
+            {"workers": 8, "exchange": "ring", "comm_ms_1gbit": ring_ms, "comm_ms_10gbit": 1.0},
+            {"workers": 8, "exchange": "PS", "comm_ms_1gbit": 5.0, "comm_ms_10gbit": 2.0},
         ])  # fmt: skip
 
     assert verdict(claim_dml.simulated_checks(sim(4.0))) == "holds"

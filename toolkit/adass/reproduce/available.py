@@ -11,8 +11,13 @@ from .grid import Arm
 __all__ = ["split_available"]
 
 
-def split_available(base: RunConfig, arms: Sequence[Arm], workers: int) -> tuple[list[Arm], list[str]]:
+def split_available(
+    base: RunConfig, arms: Sequence[Arm], workers: int, family: str = ""
+) -> tuple[list[Arm], list[str]]:
     """The arms whose exchange and codec this build accepts, and a line for each of the others.
+
+    With ``family`` (a coordinate name such as ``technique``), arms left out are reported once per
+    value of that coordinate, with the first arm's specs and error.
 
     Parameters
     ----------
@@ -22,13 +27,16 @@ def split_available(base: RunConfig, arms: Sequence[Arm], workers: int) -> tuple
         Candidate arms.
     workers : int
         Replicas the arms run with (an exchange/codec pair is checked for it).
+    family : str
+        Coordinate that groups the lines of arms left out.
     """
-    kept, left_out = [], []
+    kept, left_out = [], {}
     for arm in arms:
         try:
             base.replace(workers=workers, exchange=arm.exchange, codec=arm.codec)
         except SpecError as err:
-            left_out.append(f"{arm.label}: {arm.exchange} / {arm.codec} ({err})")
+            name = str(dict(arm.coords).get(family, arm.label)) if family else arm.label
+            left_out.setdefault(name, f"{name}: {arm.exchange} / {arm.codec} ({err})")
             continue
         kept.append(arm)
-    return kept, left_out
+    return kept, list(left_out.values())

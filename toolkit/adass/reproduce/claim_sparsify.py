@@ -60,7 +60,7 @@ def checks(table: pd.DataFrame) -> list[Check]:
 def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
     """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
     base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
-    chosen, left_out = split_available(base, arms(plan), plan.grid_workers)
+    chosen, left_out = split_available(base, arms(plan), plan.grid_workers, family="technique")
     progress = Progress("claim 3", (len(chosen) + 1) * plan.seeds, quiet)
     runs = run_grid(base, chosen, plan.seeds, plan.grid_workers, LINKS, progress)
     table = summarise_grid(runs, LINKS)

@@ -74,7 +74,8 @@ def run_virtual(config: RunConfig, replicas: int, dataset: Dataset, links: Mappi
     -------
     dict
         ``test_acc``, ``backprops``, ``wire_bytes_epoch`` (mean over epochs), ``wall_s``, and per
-        link name ``step_ms_<name>`` (median modelled step) and ``comm_share_<name>`` (modelled
+        link name ``step_ms_<name>`` (median modelled step), ``comm_ms_<name>`` (median modelled
+        transfer time) and ``comm_share_<name>`` (modelled
         transfer time over modelled step time, summed over the last epoch's steps).
     """
     sink = MemorySink()
@@ -88,6 +89,7 @@ def run_virtual(config: RunConfig, replicas: int, dataset: Dataset, links: Mappi
         modelled = modelled_steps(config, steps, traffic, link)
         total = modelled["own_s"] + modelled["comm_s"]
         row[f"step_ms_{name}"] = 1e3 * float(total.median())
+        row[f"comm_ms_{name}"] = 1e3 * float(modelled["comm_s"].median())
         row[f"comm_share_{name}"] = (
             float(modelled["comm_s"].sum() / total.sum()) if total.sum() > 0 else float("nan")
         )
