@@ -2,6 +2,7 @@
 
 import re
 
+import pandas as pd
 import pytest
 
 from adass.cli import main
@@ -38,6 +39,13 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
         assert (out / "plots" / name).read_bytes().startswith(PNG_MAGIC)
     for stem in ("dml_samplers", "dml_processes", "dml_simulated", "quantize_summary", "sparsify_summary"):
         assert (out / f"{stem}.csv").stat().st_size > 0
+    for stem, coords in (
+        ("quantize_summary", ["bits", "strategy", "ef"]),
+        ("sparsify_summary", ["ratio", "technique"]),
+    ):
+        columns = list(pd.read_csv(out / f"{stem}.csv").columns)
+        assert columns[columns.index("codec") + 1 : columns.index("seeds")] == coords
+        assert {"deficit_pts", "wire_frac", "step_ms_1gbit", "comm_ms_10gbit"} <= set(columns)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
     printed = capsys.readouterr().out
     assert printed.count("claim ") == 3 and "report.md" in printed

@@ -55,7 +55,7 @@ def summarise_grid(runs: pd.DataFrame, links: Mapping[str, str]) -> pd.DataFrame
     ref = runs[runs["arm"] == REFERENCE.label].set_index("seed")
     coords = [c for c in runs.columns if c not in {"arm", "exchange", "codec", "seed", "test_acc", "backprops",
                                                     "wire_bytes_epoch", "wall_s"}
-              and not c.startswith(("step_ms_", "comm_share_"))]  # fmt: skip
+              and not c.startswith(("step_ms_", "comm_ms_", "comm_share_"))]  # fmt: skip
     rows = []
     for label, group in runs.groupby("arm", sort=False):
         acc, acc_se = mean_se(group["test_acc"])
@@ -67,6 +67,7 @@ def summarise_grid(runs: pd.DataFrame, links: Mapping[str, str]) -> pd.DataFrame
                "wire_MB_epoch": wire / 1e6, "wire_frac": wire / float(ref["wire_bytes_epoch"].mean())}  # fmt: skip
         for name in links:
             row[f"step_ms_{name}"] = float(group[f"step_ms_{name}"].mean())
+            row[f"comm_ms_{name}"] = float(group[f"comm_ms_{name}"].mean())
         rows.append(row)
     table = pd.DataFrame(rows)
     for c in coords:  # the reference has no coordinates: whole numbers stay whole beside its blanks
