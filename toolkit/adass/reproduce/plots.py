@@ -45,8 +45,11 @@ def line_plot(path: Path, frame: pd.DataFrame, x: str, y: str, group: str, xlabe
         part = part.sort_values(x)
         errors = None if yerr is None else part[yerr].fillna(0.0)
         ax.errorbar(part[x], part[y], yerr=errors, marker="o", capsize=3, label=str(name))
-    if logx:
+    if logx:  # ticks at the measured points, written plainly (2, 4, 8; 0.001, 0.01, 0.1)
         ax.set_xscale("log")
+        ticks = sorted(frame[x].dropna().unique())
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
     if line is not None:
         ax.axhline(line, color="tab:red", linestyle="--", label=line_label)
     ax.set_xlabel(xlabel)
