@@ -2,8 +2,9 @@
 
 Layout: ``arms.py`` (every arm list, plain data), ``plan.py`` (sizes: full, quick, tiny),
 ``claim_dml.py``, ``claim_quantize.py``, ``claim_sparsify.py`` (one claim each), ``grid.py`` and
-``replicas.py`` (runs on virtual replicas with modelled link times), ``verdict.py`` (checks to a
-verdict), ``section.py``, ``plots.py`` and ``report.py`` (writing it all).
+``replicas.py`` (runs on virtual replicas with modelled link times), ``available.py`` (arms this
+build can run), ``verdict.py`` (checks to a verdict), ``progress.py``, ``section.py``, ``plots.py``
+and ``report.py`` (writing it all).
 """
 
 from .plan import FULL, PLANS, QUICK, TINY, Plan, plan_for

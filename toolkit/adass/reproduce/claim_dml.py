@@ -21,7 +21,8 @@ from ..tables import markdown_table
 from .arms import DML_EXCHANGES, DML_SAMPLERS, LINKS
 from .plan import Plan
 from .plots import bar_plot, line_plot
-from .replicas import Progress, run_virtual
+from .progress import Progress
+from .replicas import run_virtual
 from .section import Section
 from .verdict import Check, deficit_pts, mean_se, plus_minus
 

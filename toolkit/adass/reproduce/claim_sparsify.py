@@ -15,7 +15,7 @@ from .available import split_available
 from .grid import REFERENCE, Arm, run_grid, summarise_grid
 from .plan import Plan
 from .plots import line_plot
-from .replicas import Progress
+from .progress import Progress
 from .section import Section
 from .verdict import Check, plus_minus
 

@@ -15,7 +15,8 @@ import pandas as pd
 from ..config import RunConfig
 from ..data import load_dataset
 from .arms import FP32
-from .replicas import Progress, run_virtual
+from .progress import Progress
+from .replicas import run_virtual
 from .verdict import deficit_pts, mean_se
 
 __all__ = ["Arm", "REFERENCE", "run_grid", "summarise_grid"]

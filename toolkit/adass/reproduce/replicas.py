@@ -9,7 +9,6 @@ communication share is a lower bound.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 
@@ -21,23 +20,7 @@ from ..exchange import EXCHANGES, Link
 from ..metrics import MemorySink, StepRecord, TrafficRecord
 from ..trainer import train
 
-__all__ = ["Progress", "modelled_steps", "run_virtual"]
-
-
-class Progress:
-    """One line per finished run on stderr: ``[claim] k/n label: numbers (seconds)``."""
-
-    def __init__(self, claim: str, total: int, quiet: bool = False) -> None:
-        self.claim, self.total, self.quiet, self.done = claim, total, quiet, 0
-
-    def __call__(self, label: str, numbers: str = "", seconds: float | None = None) -> None:
-        self.done += 1
-        if self.quiet:
-            return
-        text = f"[{self.claim}] {self.done}/{self.total} {label}"
-        text += f": {numbers}" if numbers else ""
-        text += f" ({seconds:.1f} s)" if seconds is not None else ""
-        print(text, file=sys.stderr, flush=True)
+__all__ = ["modelled_steps", "run_virtual"]
 
 
 def modelled_steps(config: RunConfig, steps: pd.DataFrame, traffic: pd.DataFrame, link: str) -> pd.DataFrame:
