@@ -16,7 +16,7 @@ VERDICT = re.compile(r"^\*\*Verdict, claim (\d): (holds|does not hold|holds only
 def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(SIZES_ENV, TINY.name)
     out = tmp_path / "report"
-    assert main(["reproduce", "--quick", "--quiet", "--out", str(out)]) == 0
+    assert main(["reproduce", "--quick", "--out", str(out)]) == 0
     report = (out / "report.md").read_text()
     for heading in (
         "## Claim 1:",
@@ -29,7 +29,7 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     ):
         assert heading in report
     assert [m.group(1) for m in VERDICT.finditer(report)] == ["1", "2", "3"]
-    assert "reproduce --quick --quiet --out" in report and f"{SIZES_ENV}=tiny" in report
+    assert "reproduce --quick --out" in report and f"{SIZES_ENV}=tiny" in report
     assert "torch " in report and "dask " in report and "CPU cores" in report
     assert "Arms not run" not in report  # the test plan runs only codecs of this build
 
@@ -47,8 +47,11 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
         assert columns[columns.index("codec") + 1 : columns.index("seeds")] == coords
         assert {"deficit_pts", "wire_frac", "step_ms_1gbit", "comm_ms_10gbit"} <= set(columns)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
-    printed = capsys.readouterr().out
-    assert printed.count("claim ") == 3 and "report.md" in printed
+    printed = capsys.readouterr()
+    assert printed.out.count("claim ") == 3 and "report.md" in printed.out
+    # one progress line per run: [claim] k/n arm
+    for claim in ("claim 1, samplers", "claim 1, processes", "claim 1, simulated", "claim 2", "claim 3"):
+        assert re.search(rf"^\[{claim}\] 1/\d+ ", printed.err, re.M)
 
     # the same folder again: refused without --overwrite, nothing touched
     before = (out / "report.md").stat().st_mtime_ns
