@@ -12,7 +12,9 @@ def test_missing_codecs_are_listed_once_per_technique(tiny_config: RunConfig):
                                               ("nosuch", "ring", "nosuch(randk:ratio={ratio})")]})  # fmt: skip
     kept, left_out = split_available(tiny_config, claim_sparsify.arms(plan), 2, family="technique")
     assert [a.codec for a in kept] == ["ef(randk:ratio=0.1,scale=false)", "ef(randk:ratio=0.01,scale=false)"]
-    assert len(left_out) == 1 and left_out[0].startswith("nosuch: ring / nosuch(randk:ratio=0.1)")
+    assert len(left_out) == 1 and left_out[0].startswith(
+        "nosuch (all its arms), e.g. ring / nosuch(randk:ratio=0.1)"
+    )
 
 
 def test_without_a_family_every_arm_left_out_has_its_line(tiny_config: RunConfig):

@@ -35,8 +35,11 @@ def split_available(
         try:
             base.replace(workers=workers, exchange=arm.exchange, codec=arm.codec)
         except SpecError as err:
-            name = str(dict(arm.coords).get(family, arm.label)) if family else arm.label
-            left_out.setdefault(name, f"{name}: {arm.exchange} / {arm.codec} ({err})")
+            if family:
+                name = str(dict(arm.coords).get(family, arm.label))
+                left_out.setdefault(name, f"{name} (all its arms), e.g. {arm.exchange} / {arm.codec} ({err})")
+            else:
+                left_out[arm.label] = f"{arm.label}: {arm.exchange} / {arm.codec} ({err})"
             continue
         kept.append(arm)
     return kept, list(left_out.values())

@@ -53,7 +53,7 @@ class Section:
         """The section as report lines, ending with its goals and the one-line verdict."""
         out = [f"## Claim {number}: {self.claim}", "", *self.lines]
         if self.not_run:
-            out += ["Arms not run (their codecs are not in this build; one line per kind, every ratio alike):", "",
+            out += ["Arms not run (their codecs are not in this build):", "",
                     *[f"- `{text}`" for text in self.not_run], ""]  # fmt: skip
         for name in self.plots:
             out += [f"![{name}](plots/{name})", ""]
