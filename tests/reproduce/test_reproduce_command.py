@@ -1,6 +1,10 @@
 """``adass reproduce`` end to end on the test plan (``ADASS_REPRODUCE_SIZES=tiny``), and its input errors."""
 
+import os
 import re
+import signal
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -81,3 +85,19 @@ def test_unknown_sizes_are_refused_before_work(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert "ADASS_REPRODUCE_SIZES" in err and "'huge'" in err and "full|quick|tiny" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_an_interrupted_run_leaves_out_as_it_was(tmp_path):
+    out = tmp_path / "report"
+    env = {**os.environ, SIZES_ENV: TINY.name}
+    argv = [sys.executable, "-m", "adass.cli", "reproduce", "--quick", "--out", str(out)]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        first = proc.stderr.readline()  # the first progress line: the run is under way
+        assert first.startswith("[claim 1, samplers] 1/")
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted; --out is left as it was" in rest
+    assert list(tmp_path.iterdir()) == []  # neither the report nor its staging folder

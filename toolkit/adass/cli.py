@@ -169,10 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"adass {args.command}: interrupted; the last finished epoch's checkpoint is kept",
-            file=sys.stderr,
+        kept = (
+            "--out is left as it was"
+            if args.command == "reproduce"
+            else "the last finished epoch's checkpoint is kept"
         )
+        print(f"adass {args.command}: interrupted; {kept}", file=sys.stderr)
         return 130
     except Exception as err:  # gloo, Dask, torch: one line naming what failed, not a traceback
         if os.environ.get("ADASS_TRACEBACK"):
