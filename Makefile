@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,5 +32,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out
 
+# the full run behind docs/results.md (hours on a small machine; `adass reproduce --quick` for a smoke run)
+reproduce: $(STAMP)
+	$(BIN)/adass reproduce --out reproduce-out --overwrite
+
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) bench-out
+	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out

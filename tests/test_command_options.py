@@ -8,6 +8,7 @@ from adass.command_options import (
     BenchOptions,
     CompareOptions,
     DashboardOptions,
+    ReproduceOptions,
     TrainOptions,
     check_command_options,
 )
@@ -20,6 +21,7 @@ COMMANDS = {
     "compare": CompareOptions,
     "bench": BenchOptions,
     "dashboard": DashboardOptions,
+    "reproduce": ReproduceOptions,
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``adass`` command: ``train``, ``compare``, ``bench`` and ``dashboard``; run flags come from adass.config.
+"""The ``adass`` command: ``train``, ``compare``, ``bench``, ``reproduce`` and ``dashboard``; run flags come from adass.config.
 
 Bad input exits with status 2 and one line naming the option, the value and what is allowed, before
 anything is written to disk. ``adass --help`` lists the commands without importing the library (a
@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "compare": "several samplers x seeds side by side, writes compare.csv",
     "bench": "benchmark suites (tables to DIR/<suite>.md and .csv)",
     "dashboard": "serve the live dashboard (adass/dashboard/app.py) with Panel",
+    "reproduce": "the experiments behind the thesis's three claims: DIR/report.md with tables, plots, verdicts",
     "netlab": "a network lab on this machine: namespaces on a bridge, links shaped by tc (root)",
 }
 
@@ -109,7 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from . import commands
     from .allocator import keep_freed_memory
-    from .command_options import BenchOptions, CompareOptions, DashboardOptions, TrainOptions
+    from .command_options import (
+        BenchOptions,
+        CompareOptions,
+        DashboardOptions,
+        ReproduceOptions,
+        TrainOptions,
+    )
     from .config import ClusterSection, check_option
     from .registry import SpecError
 
@@ -147,6 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.run_dashboard(opts.port, opts.address, scheduler, runs, show=opts.show,
                                           data_dirs=opts.data_dir, allow_schedulers=opts.allow_scheduler,
                                           max_workers=opts.max_workers, token=opts.token)  # fmt: skip
+        if args.command == "reproduce":
+            opts = _checked(ReproduceOptions, args)
+            out = _check_out(opts.out, opts.overwrite, "report.md")
+            if out.is_dir() and any(out.iterdir()) and not opts.overwrite:
+                raise SpecError(
+                    f"--out: {opts.out!r} is not empty; choose another folder or pass --overwrite"
+                )
+            return commands.run_reproduce(out, argv, quick=opts.quick, quiet=opts.quiet)
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab)
@@ -154,10 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"adass {args.command}: interrupted; the last finished epoch's checkpoint is kept",
-            file=sys.stderr,
+        kept = (
+            "--out is left as it was"
+            if args.command == "reproduce"
+            else "the last finished epoch's checkpoint is kept"
         )
+        print(f"adass {args.command}: interrupted; {kept}", file=sys.stderr)
         return 130
     except Exception as err:  # gloo, Dask, torch: one line naming what failed, not a traceback
         if os.environ.get("ADASS_TRACEBACK"):

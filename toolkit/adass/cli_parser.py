@@ -12,7 +12,14 @@ from collections.abc import Sequence
 import param
 
 from .cli import COMMANDS, top_parser
-from .command_options import LIST_ITEMS, BenchOptions, CompareOptions, DashboardOptions, TrainOptions
+from .command_options import (
+    LIST_ITEMS,
+    BenchOptions,
+    CompareOptions,
+    DashboardOptions,
+    ReproduceOptions,
+    TrainOptions,
+)
 from .config import SECTIONS, ClusterSection, allowed_text, flag_for, options, registry_for
 
 __all__ = ["build_parser"]
@@ -101,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p_bench.add_argument("suite", choices=sorted(SUITES), help="which benchmark")
     _add_options(p_bench, BenchOptions)
+
+    p_repro = sub.add_parser(
+        "reproduce", help=COMMANDS["reproduce"],
+        description="Run the experiments behind each claim (several seeds) and write DIR/report.md with "
+                    "tables (CSV beside it), PNG plots under DIR/plots, the environment and one computed "
+                    "verdict per claim. The full run is sized for mnist5k; --quick is a smoke run.",
+    )  # fmt: skip
+    _add_options(p_repro, ReproduceOptions)
 
     p_dash = sub.add_parser(
         "dashboard", help=COMMANDS["dashboard"],

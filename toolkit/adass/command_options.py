@@ -20,6 +20,7 @@ __all__ = [
     "CompareOptions",
     "DashboardOptions",
     "OutputOptions",
+    "ReproduceOptions",
     "TrainOptions",
     "check_command_options",
 ]
@@ -72,6 +73,14 @@ class BenchOptions(OutputOptions):
     quick = param.Boolean(False, doc="small sizes (a smoke run)")
     netlab = param.String(
         "", doc="dml only: link rates of a network lab to run on, e.g. 1gbit,100mbit (root and iproute2)"
+    )
+
+
+class ReproduceOptions(OutputOptions):
+    """``adass reproduce``."""
+
+    quick = param.Boolean(
+        False, doc="small data, few epochs and seeds: a smoke run of about ten minutes on two cores"
     )
 
 

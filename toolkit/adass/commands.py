@@ -18,7 +18,7 @@ from .registry import SpecError
 from .run import run
 from .tables import markdown_table
 
-__all__ = ["run_bench", "run_compare", "run_dashboard", "run_train"]
+__all__ = ["run_bench", "run_compare", "run_dashboard", "run_reproduce", "run_train"]
 
 
 def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord], None]]:
@@ -177,6 +177,20 @@ def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "") -> i
         raise SpecError(f"--netlab: only the dml suite runs on a network lab, not {suite!r}")
     out.mkdir(parents=True, exist_ok=True)
     load_suite(suite).run(out, quick=quick, **({"netlab": netlab} if netlab else {}))
+    return 0
+
+
+def run_reproduce(out: Path, argv: Sequence[str], quick: bool = False, quiet: bool = False) -> int:
+    """``adass reproduce``: every claim's experiments; ``out/report.md`` with tables, plots and verdicts.
+
+    ``argv`` (the command line after ``adass``) is quoted in the report; the sizes are ``--quick``'s
+    or the full run's unless ``ADASS_REPRODUCE_SIZES`` names another plan.
+    """
+    from .reproduce import plan_for, reproduce
+
+    plan = plan_for(quick)
+    _writable(out.parent if not out.exists() else out)
+    reproduce(plan, out, argv, quiet=quiet)
     return 0
 
 

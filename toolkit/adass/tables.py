@@ -8,6 +8,8 @@ __all__ = ["markdown_table"]
 
 
 def _cell(value: object, digits: int) -> str:
+    if value is pd.NA:  # a blank in a nullable integer column
+        return "-"
     if isinstance(value, float):
         if value != value:  # NaN
             return "-"

@@ -36,7 +36,7 @@ from .ddp import train_ddp
 
 __all__ = [
     "ADASS_COLUMNS", "CODECS", "COLUMNS", "DDP", "EXCHANGES", "FULL", "LINKS", "PS", "QSGD_RING", "QUICK",
-    "RING", "RUN_COLUMNS", "SINGLE", "Plan", "exchange_spec", "run", "targets",
+    "RING", "RUN_COLUMNS", "SINGLE", "Plan", "exchange_spec", "measure_arm", "run", "targets",
 ]  # fmt: skip
 
 RING, PS = "ring", "ps:servers=1"
@@ -119,9 +119,28 @@ def _row(workers: int, exchange: str, codec: str, link: str, epoch_s: float, ste
             "step_ms": step_ms, "comm_share": comm_share, "wire_MB_epoch": wire_mb, "test_acc": test_acc}  # fmt: skip
 
 
-def _measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: str, codec: str,
+def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: str, codec: str,
                 link: str) -> dict:  # fmt: skip
-    """Train one distributed arm on ``handle``'s cluster; return its table row."""
+    """Train one distributed arm on ``handle``'s cluster; return its table row.
+
+    Parameters
+    ----------
+    base : RunConfig
+        Data, model, sampler, seed and optimiser of the arm.
+    handle : ClusterHandle
+        The cluster, with at least ``workers`` plus the exchange's servers.
+    workers : int
+        Replicas P.
+    exchange, codec : str
+        Specs (see :func:`exchange_spec` for the exchange that runs).
+    link : str
+        A key of ``LINKS``.
+
+    Returns
+    -------
+    dict
+        The ``COLUMNS`` of the arm (those it has) and ``backprops``, the run's total.
+    """
     spec = exchange_spec(exchange, codec)
     config = base.replace(workers=workers, exchange=spec, codec=codec, link=LINKS[link])
     result = train_distributed(
@@ -132,10 +151,11 @@ def _measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange:
     step_s = steps["compute_s"] + steps["encode_s"] + steps["comm_s"] + steps["decode_s"]
     busy_s = float(step_s.sum())
     epochs = config.optim.epochs
-    return _row(workers, spec, codec, link, result.totals["train_s"] / epochs,
-                _step_ms(step_s, steps["step"]),
-                float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
-                result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc)  # fmt: skip
+    row = _row(workers, spec, codec, link, result.totals["train_s"] / epochs,
+               _step_ms(step_s, steps["step"]),
+               float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
+               result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc)  # fmt: skip
+    return {**row, "backprops": int(result.totals["backprops"])}
 
 
 def _measure_ddp(base: RunConfig, handle: ClusterHandle, workers: int) -> dict:
@@ -167,14 +187,14 @@ def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, .
         ddp, ring, ps = [], [], []
         for _ in range(pairs):
             ddp.append(_measure_ddp(base, handle, p))
-            ring.append(_measure_arm(base, handle, p, *paired[0]))
-            ps.append(_measure_arm(base, handle, p, *paired[1]))
+            ring.append(measure_arm(base, handle, p, *paired[0]))
+            ps.append(measure_arm(base, handle, p, *paired[1]))
         step_ratio = statistics.median(r["step_ms"] / d["step_ms"] for d, r in zip(ddp, ring, strict=True))
         epoch_ratio = statistics.median(r["epoch_s"] / q["epoch_s"] for r, q in zip(ring, ps, strict=True))
         rows += [{**_middle(ddp), "step_vs_ddp": 1.0},
                  {**_middle(ring), "step_vs_ddp": step_ratio, "epoch_vs_ps": epoch_ratio}, _middle(ps)]  # fmt: skip
         arms = [(e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS if (e, c, link) not in paired]
-        rows += [_measure_arm(base, handle, p, e, c, link) for e, c, link in arms]
+        rows += [measure_arm(base, handle, p, e, c, link) for e, c, link in arms]
     table = pd.DataFrame(rows)
     ddp_ms = table[table["exchange"] == DDP].set_index("workers")["step_ms"]
     table["step_vs_ddp"] = table["step_vs_ddp"].fillna(table["step_ms"] / table["workers"].map(ddp_ms))

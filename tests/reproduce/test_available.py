@@ -1,0 +1,23 @@
+"""Arms whose codec this build lacks are left out by name, once per kind; the others run."""
+
+from adass.config import RunConfig
+from adass.reproduce import TINY, claim_sparsify
+from adass.reproduce.available import split_available
+from adass.reproduce.grid import Arm
+from adass.reproduce.plan import Plan
+
+
+def test_missing_codecs_are_listed_once_per_technique(tiny_config: RunConfig):
+    plan = Plan(**{**vars(TINY), "rs_arms": [("ef", "ring", "ef(randk:ratio={ratio},scale=false)"),
+                                              ("nosuch", "ring", "nosuch(randk:ratio={ratio})")]})  # fmt: skip
+    kept, left_out = split_available(tiny_config, claim_sparsify.arms(plan), 2, family="technique")
+    assert [a.codec for a in kept] == ["ef(randk:ratio=0.1,scale=false)", "ef(randk:ratio=0.01,scale=false)"]
+    assert len(left_out) == 1 and left_out[0].startswith(
+        "nosuch (all its arms), e.g. ring / nosuch(randk:ratio=0.1)"
+    )
+
+
+def test_without_a_family_every_arm_left_out_has_its_line(tiny_config: RunConfig):
+    arms = [Arm("a", "ring", "randk:ratio=0.1,warmup=9"), Arm("b", "ring", "fp32")]
+    kept, left_out = split_available(tiny_config, arms, 2)
+    assert [a.label for a in kept] == ["b"] and "unknown parameter 'warmup'" in left_out[0]

@@ -1,0 +1,103 @@
+"""``adass reproduce`` end to end on the test plan (``ADASS_REPRODUCE_SIZES=tiny``), and its input errors."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from adass.cli import main
+from adass.reproduce import TINY
+from adass.reproduce.plan import SIZES_ENV
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VERDICT = re.compile(r"^\*\*Verdict, claim (\d): (holds|does not hold|holds only when .+)\*\*", re.M)
+
+
+def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(SIZES_ENV, TINY.name)
+    out = tmp_path / "report"
+    assert main(["reproduce", "--quick", "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    for heading in (
+        "## Claim 1:",
+        "### (a) samplers",
+        "### (b) real processes",
+        "### (c) simulated",
+        "## Claim 2:",
+        "## Claim 3:",
+        "## Environment",
+    ):
+        assert heading in report
+    assert [m.group(1) for m in VERDICT.finditer(report)] == ["1", "2", "3"]
+    assert "reproduce --quick --out" in report and f"{SIZES_ENV}=tiny" in report
+    assert "torch " in report and "dask " in report and "CPU cores" in report
+    assert "Arms not run" not in report  # the test plan runs only codecs of this build
+
+    plots = re.findall(r"\(plots/([\w.]+\.png)\)", report)
+    assert len(plots) == 6
+    for name in plots:
+        assert (out / "plots" / name).read_bytes().startswith(PNG_MAGIC)
+    for stem in ("dml_samplers", "dml_processes", "dml_simulated", "quantize_summary", "sparsify_summary"):
+        assert (out / f"{stem}.csv").stat().st_size > 0
+    for stem, coords in (
+        ("quantize_summary", ["bits", "strategy", "ef"]),
+        ("sparsify_summary", ["ratio", "technique"]),
+    ):
+        columns = list(pd.read_csv(out / f"{stem}.csv").columns)
+        assert columns[columns.index("codec") + 1 : columns.index("seeds")] == coords
+        assert {"deficit_pts", "wire_frac", "step_ms_1gbit", "comm_ms_10gbit"} <= set(columns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
+    printed = capsys.readouterr()
+    assert printed.out.count("claim ") == 3 and "report.md" in printed.out
+    # one progress line per run: [claim] k/n arm
+    for claim in ("claim 1, samplers", "claim 1, processes", "claim 1, simulated", "claim 2", "claim 3"):
+        assert re.search(rf"^\[{claim}\] 1/\d+ ", printed.err, re.M)
+
+    # the same folder again: refused without --overwrite, nothing touched
+    before = (out / "report.md").stat().st_mtime_ns
+    assert main(["reproduce", "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--out" in err and "--overwrite" in err
+    assert (out / "report.md").stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("kind", ["file", "non-empty"])
+def test_bad_out_is_one_line(tmp_path, capsys, kind):
+    target = tmp_path / "target"
+    if kind == "file":
+        target.write_text("x")
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_text("mine")
+    assert main(["reproduce", "--quick", "--out", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("adass reproduce: error: --out:") and str(target) in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+
+
+def test_unknown_sizes_are_refused_before_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(SIZES_ENV, "huge")
+    assert main(["reproduce", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "ADASS_REPRODUCE_SIZES" in err and "'huge'" in err and "full|quick|tiny" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_interrupted_run_leaves_out_as_it_was(tmp_path):
+    out = tmp_path / "report"
+    env = {**os.environ, SIZES_ENV: TINY.name}
+    argv = [sys.executable, "-m", "adass.cli", "reproduce", "--quick", "--out", str(out)]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        first = proc.stderr.readline()  # the first progress line: the run is under way
+        assert first.startswith("[claim 1, samplers] 1/")
+        proc.send_signal(signal.SIGINT)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted; --out is left as it was" in rest
+    assert list(tmp_path.iterdir()) == []  # neither the report nor its staging folder

@@ -1,0 +1,85 @@
+"""Claim 3, RS-ADASS: random-k inside the ring sends a small share of the coordinates at fp32's final
+accuracy; every technique (error feedback, momentum correction, ratio warm-up, 8-bit stacking) off and on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..config import RunConfig
+from ..tables import markdown_table
+from .arms import LINKS
+from .available import split_available
+from .grid import REFERENCE, Arm, run_grid, summarise_grid
+from .plan import Plan
+from .plots import line_plot
+from .progress import Progress
+from .section import Section
+from .verdict import Check, plus_minus
+
+__all__ = ["CLAIM", "WIRE_SLACK", "arms", "checks", "run", "tolerance_pts"]
+
+CLAIM = "RS-ADASS sends only a small part of the dimensions inside the ring without sacrificing accuracy"
+#: wire bytes may exceed the kept share of fp32's by this share of fp32's (headers, scales)
+WIRE_SLACK = 0.01
+
+
+def tolerance_pts(ratio: float) -> float | None:
+    """The accuracy target against fp32 (points): 0.5 at ratio 0.1 and above, 1 down to 0.01; None
+    (reported only) below."""
+    if ratio >= 0.1:
+        return 0.5
+    return 1.0 if ratio >= 0.01 else None
+
+
+def arms(plan: Plan) -> list[Arm]:
+    """ratio x the plan's technique arms."""
+    return [Arm(f"{label}, ratio {ratio:g}", exchange, template.format(ratio=ratio),
+                (("ratio", ratio), ("technique", label)))
+            for ratio in plan.rs_ratios for label, exchange, template in plan.rs_arms]  # fmt: skip
+
+
+def checks(table: pd.DataFrame) -> list[Check]:
+    """Per arm with a target: accuracy within it of fp32, and wire bytes at most ratio + 1% of fp32's."""
+    out = []
+    for row in table[table["arm"] != REFERENCE.label].itertuples(index=False):
+        tolerance = tolerance_pts(float(row.ratio))
+        if tolerance is None:
+            continue
+        when = f"ratio {row.ratio:g}, {row.technique}"
+        out.append(Check(when, f"accuracy within {tolerance:g} points of fp32", row.deficit_pts <= tolerance,
+                         f"{plus_minus(row.deficit_pts, row.deficit_se_pts)} points below fp32"))  # fmt: skip
+        limit = row.ratio + WIRE_SLACK
+        out.append(Check(when, f"wire bytes at most {limit:.3g} of fp32's", row.wire_frac <= limit,
+                         f"{row.wire_frac:.4f} of fp32's"))  # fmt: skip
+    return out
+
+
+def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
+    """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
+    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
+    chosen, left_out = split_available(base, arms(plan), plan.grid_workers, family="technique")
+    progress = Progress("claim 3", (len(chosen) + 1) * plan.seeds, quiet)
+    runs = run_grid(base, chosen, plan.seeds, plan.grid_workers, LINKS, progress)
+    table = summarise_grid(runs, LINKS)
+    s = plan.setting
+    section = Section("sparsify", CLAIM, tables={"summary": table, "runs": runs}, not_run=left_out)
+    section.lines = [
+        f"`{s['data']}`, `{s['model']}`, {s['epochs']} epochs, global batch {s['batch_size']}, lr {s['lr']} "
+        f"(cosine), sampler `full`, P={plan.grid_workers} virtual replicas on the ring, {plan.seeds} seed(s); "
+        "every arm has fp32's epochs and learning-rate schedule. Random-k runs unscaled (`scale=false`), "
+        "the coordinates shared by all replicas. `wire_frac` is over the whole run (a ratio warm-up "
+        "sends more in its first epochs).", "",
+        markdown_table(table.drop(columns=["exchange"])), "",
+    ]  # fmt: skip
+    sparse = table[table["arm"] != REFERENCE.label]
+    if not sparse.empty:
+        line_plot(out / "plots" / "sparsify_accuracy.png", sparse, "ratio", "deficit_pts", "technique",
+                  "kept share of coordinates (ratio)", "points below fp32 (seed mean ± se)",
+                  "RS-ADASS: accuracy deficit against fp32", logx=True, yerr="deficit_se_pts",
+                  line=0.5, line_label="0.5 points")  # fmt: skip
+        section.plots = ["sparsify_accuracy.png"]
+    section.checks = checks(table)
+    return section

@@ -1,0 +1,119 @@
+"""``adass reproduce``: run every claim's experiments and write ``report.md``, its CSV tables and PNG plots.
+
+Everything is written into a fresh folder beside ``--out`` first and moved into place at the end, so a
+failed or interrupted run leaves ``--out`` as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+
+from ..metrics import atomic_write_text
+from . import claim_dml, claim_quantize, claim_sparsify
+from .arms import LINKS
+from .plan import SIZES_ENV, Plan
+from .section import Section
+
+__all__ = ["CLAIMS", "REPORT", "environment", "reproduce"]
+
+REPORT = "report.md"
+#: the claims in the thesis's order: each runs its experiments and returns its section
+CLAIMS: list[Callable[[Plan, Path, bool], Section]] = [claim_dml.run, claim_quantize.run, claim_sparsify.run]
+
+
+def environment(
+    plan: Plan, argv: Sequence[str], elapsed_s: float, load: tuple[float, float, float]
+) -> list[str]:
+    """The report's environment section: versions, cores, load, links and the exact command line."""
+    command = shlex.join(["adass", *argv])
+    sizes = os.environ.get(SIZES_ENV, "")
+    return [
+        "## Environment", "",
+        f"- command: `{command}`" + (f" with `{SIZES_ENV}={sizes}`" if sizes else ""),
+        f"- plan: `{plan.name}` ({plan.seeds} seed(s)); finished "
+        f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} after {elapsed_s / 60:.1f} min",
+        f"- python {platform.python_version()}, torch {version('torch')}, dask {version('dask')}, "
+        f"distributed {version('distributed')}, adass {version('adass')}",
+        f"- {os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()}), load average "
+        f"{load[0]:.1f} at the start; one torch thread per training process or replica",
+        f"- simulated links: {', '.join(f'{k} = `{v}`' for k, v in LINKS.items())} (latency plus bytes over "
+        "bandwidth per transfer); real processes talk over loopback, paced where a link is named",
+        "",
+    ]  # fmt: skip
+
+
+def _summary(sections: Sequence[Section]) -> list[str]:
+    lines = ["| claim | verdict |", "|:--|:--|"]
+    lines += [f"| {i}. {s.claim} | {s.verdict} |" for i, s in enumerate(sections, 1)]
+    return [*lines, ""]
+
+
+def _write(folder: Path, plan: Plan, argv: Sequence[str], sections: Sequence[Section], elapsed_s: float,
+           load: tuple[float, float, float]) -> None:  # fmt: skip
+    for section in sections:
+        for name, frame in section.tables.items():
+            atomic_write_text(folder / f"{section.key}_{name}.csv", frame.to_csv(index=False))
+    text = ["# adass reproduce", "",
+            "The experiments behind the three claims of the thesis behind adass. Every verdict is computed "
+            "from the numbers below; accuracy is compared with seed means, and `±` is the standard error "
+            "over seeds (of the per-seed differences where two arms are compared).", "",
+            *_summary(sections)]  # fmt: skip
+    for number, section in enumerate(sections, 1):
+        text += section.markdown(number)
+    text += environment(plan, argv, elapsed_s, load)
+    atomic_write_text(folder / REPORT, "\n".join(text))
+
+
+def _move_into(staging: Path, out: Path) -> None:
+    """Move every entry of ``staging`` into ``out`` (replacing entries of the same name), the report last."""
+    out.mkdir(parents=True, exist_ok=True)
+    entries = sorted(staging.iterdir(), key=lambda p: p.name == REPORT)
+    for entry in entries:
+        target = out / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+
+
+def reproduce(plan: Plan, out: Path, argv: Sequence[str], quiet: bool = False) -> list[Section]:
+    """Run every claim of ``plan`` and write ``out/report.md`` with its tables and plots.
+
+    Parameters
+    ----------
+    plan : Plan
+        Sizes and arms.
+    out : Path
+        Destination folder (created; entries of the same names are replaced).
+    argv : sequence of str
+        The command line after ``adass``, quoted in the report.
+    quiet : bool
+        No progress lines.
+
+    Returns
+    -------
+    list of Section
+        One per claim, with its checks and verdict.
+    """
+    start, load = time.perf_counter(), os.getloadavg()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        (staging / "plots").mkdir()
+        sections = [claim(plan, staging, quiet) for claim in CLAIMS]
+        _write(staging, plan, argv, sections, time.perf_counter() - start, load)
+        _move_into(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for number, section in enumerate(sections, 1):
+        print(f"claim {number}: {section.verdict}")
+    print(f"report: {out / REPORT}")
+    return sections

@@ -1,0 +1,102 @@
+"""A claim's verdict from its checks: ``holds``, ``does not hold`` or ``holds only when ...``.
+
+A check is one goal measured in one setting (``when``: a dataset, a replica count, an arm). A setting
+passes when all its checks pass; the claim holds when every setting passes and does not hold when none
+does. Accuracy goals compare seed means (:func:`mean_se` gives the standard error reported beside them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One goal in one setting.
+
+    Attributes
+    ----------
+    when : str
+        The setting (``mnist5k``, ``P=4``, ``bits=4, shared_scale, ef``).
+    goal : str
+        What is asked, with its target (``accuracy within 0.5 points of fp32``).
+    passed : bool
+        Whether the measured numbers meet it.
+    measured : str
+        The numbers, with their standard errors.
+    """
+
+    when: str
+    goal: str
+    passed: bool
+    measured: str
+
+
+def verdict(checks: Sequence[Check]) -> str:
+    """The one-line verdict of a claim.
+
+    Parameters
+    ----------
+    checks : sequence of Check
+        Every check of the claim; settings keep their first-seen order.
+
+    Returns
+    -------
+    str
+        ``holds`` when every setting passes, ``does not hold`` when none does (or there are no
+        checks), else ``holds only when A; B`` naming the settings that pass.
+
+    Examples
+    --------
+    >>> verdict([Check("P=2", "ring faster", True, ""), Check("P=4", "ring faster", False, "")])
+    'holds only when P=2'
+    """
+    settings: dict[str, bool] = {}
+    for check in checks:
+        settings[check.when] = settings.get(check.when, True) and bool(check.passed)
+    passing = [when for when, ok in settings.items() if ok]
+    if settings and len(passing) == len(settings):
+        return "holds"
+    if not passing:
+        return "does not hold"
+    return "holds only when " + "; ".join(passing)
+
+
+def mean_se(values: Sequence[float] | pd.Series) -> tuple[float, float]:
+    """Mean and standard error (sample spread over the root of the count; NaN for one value)."""
+    series = pd.Series(values, dtype=float).dropna()
+    if series.empty:
+        return float("nan"), float("nan")
+    se = float(series.std(ddof=1) / math.sqrt(len(series))) if len(series) > 1 else float("nan")
+    return float(series.mean()), se
+
+
+def plus_minus(mean: float, se: float) -> str:
+    """``+0.12 ± 0.05``, or ``+0.12 (one seed)`` where there is no standard error."""
+    return f"{mean:+.2f} ± {se:.2f}" if se == se else f"{mean:+.2f} (one seed)"
+
+
+def deficit_pts(reference: pd.Series, arm: pd.Series) -> tuple[float, float]:
+    """How many accuracy points ``arm`` is below ``reference`` on average, with its standard error.
+
+    Both are accuracies (0..1) indexed by seed; the difference of the seed means is reported with the
+    standard error of the per-seed differences (paired: the same seed shares data and initial weights).
+    """
+    paired = (reference - arm).dropna()
+    mean, se = mean_se(100 * paired)
+    return mean, se
+
+
+def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
+    """The checks as a table: ``when``, ``goal``, ``met`` (yes/no) and ``measured``."""
+    return pd.DataFrame(
+        [{"when": c.when, "goal": c.goal, "met": "yes" if c.passed else "no", "measured": c.measured}
+         for c in checks],
+        columns=["when", "goal", "met", "measured"],
+    )  # fmt: skip
