@@ -1,4 +1,5 @@
-"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, and error feedback.
+"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, error feedback and momentum
+correction.
 
 Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the protocol lives in
 ``base.py``. Codecs do math only and never call a collective.
@@ -8,7 +9,9 @@ from . import fp, qsgd, randk, topk  # noqa: F401  (each module registers its co
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
 from .ef import ErrorFeedback
 from .fp import FloatCodec
+from .mc import MomentumCorrection
 from .memory import Memory
+from .momentum import MomentumMemory
 from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
 from .qsgd import QSGD
 from .randk import RandomK
@@ -16,6 +19,7 @@ from .sparse import Sparsifier, kept_count
 from .spec import CODECS, make_codec
 from .stack import StackCodec
 from .topk import TopK
+from .warmup import warmup_ratio
 
 __all__ = [
     "CODECS",
@@ -25,6 +29,8 @@ __all__ = [
     "ErrorFeedback",
     "FloatCodec",
     "Memory",
+    "MomentumCorrection",
+    "MomentumMemory",
     "Payload",
     "RandomK",
     "Sparsifier",
@@ -39,4 +45,5 @@ __all__ = [
     "packed_nbytes",
     "stable_seed",
     "unpack_bits",
+    "warmup_ratio",
 ]

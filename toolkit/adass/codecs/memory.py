@@ -2,7 +2,8 @@
 
 ``compensate(x, key)`` returns ``x + residual`` for the chunk; after encoding, ``update(x_c,
 decoded, key)`` stores ``x_c - decoded``. Residuals are kept per chunk id (``key.chunk``), so the
-same chunking must be used from step to step. The state goes into checkpoints.
+same chunking must be used from step to step. The state goes into checkpoints. Momentum correction
+(``momentum.py``) is a memory of this kind that also keeps each chunk's velocity.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ __all__ = ["Memory"]
 
 
 class Memory:
-    """Residuals of past encodings, one float32 tensor per chunk id."""
+    """Residuals of past encodings, one float32 tensor per chunk id.
+
+    Attributes
+    ----------
+    owns_momentum : bool
+        Whether the memory applies the optimizer's momentum itself (then the optimizer must not);
+        False for plain error feedback.
+    """
+
+    owns_momentum = False
 
     def __init__(self) -> None:
         self.residuals: dict[int, torch.Tensor] = {}
@@ -40,8 +50,13 @@ class Memory:
             )
         return x + residual.to(x.device)
 
-    def update(self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey) -> None:
-        """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``."""
+    def update(
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
+        sent: torch.Tensor | None = None,
+    ) -> None:  # fmt: skip
+        """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``. ``sent``: the
+        coordinates a sparsifier sent (``Codec.sent_coordinates``), None for every one; plain error
+        feedback does not need them."""
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
 

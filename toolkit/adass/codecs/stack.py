@@ -48,9 +48,19 @@ class StackCodec(Codec):
         self.can_share_scale = outer.summable and inner.can_share_scale
         self.fixed_size = outer.fixed_size and inner.fixed_size
         self.requantizable = outer.keyed_values() is not None and inner.requantizable
+        self.contractive = outer.contractive and inner.contractive
 
     def bytes_per_value(self) -> float:
-        return self.outer.ratio * self.inner.bytes_per_value()
+        return self.outer.current_ratio * self.inner.bytes_per_value()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The sparsifier's warm-up follows the epoch."""
+        self.outer.set_epoch(epoch)
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor:
+        """The sparsifier's kept coordinates."""
+        rest, inner = self._parts(payload)
+        return self.outer.kept_indices(rest, inner.numel)
 
     def keyed_values(self) -> KeyedValues | None:
         """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
