@@ -2,7 +2,12 @@
 
 ``compensate(x, key)`` returns ``x + residual`` for the chunk; after encoding, ``update(x_c,
 decoded, key)`` stores ``x_c - decoded``. Residuals are kept per chunk id (``key.chunk``), so the
-same chunking must be used from step to step. The state goes into checkpoints. Momentum correction
+same chunking must be used from step to step. The state goes into checkpoints.
+
+An exchange that scales the sum of the encodings once the step's total count is known (the ring
+weights shares by ``count / hint`` and multiplies the sum by ``hint / total``) calls
+``settle(factor)`` after the step, so what the memory keeps is in the units of the mean the step
+really gave, and a residual carried over is never scaled by a later step's factor. Momentum correction
 (``momentum.py``) is a memory of this kind that also keeps each chunk's velocity.
 """
 
@@ -31,6 +36,7 @@ class Memory:
 
     def __init__(self) -> None:
         self.residuals: dict[int, torch.Tensor] = {}
+        self._carried: dict[int, torch.Tensor | None] = {}  # what this step's compensation added
 
     def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """``x`` plus this chunk's residual (a new float32 tensor; the memory is not changed).
@@ -42,6 +48,7 @@ class Memory:
         """
         x = as_chunk(x)
         residual = self.residuals.get(key.chunk)
+        self._carried[key.chunk] = residual
         if residual is None:
             return x.clone()
         if residual.numel() != x.numel():
@@ -60,6 +67,23 @@ class Memory:
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
 
+    def settle(self, factor: float) -> None:
+        """After a step whose sum the exchange multiplied by ``factor``: restate the residuals of the
+        chunks encoded in it as if their new values had been weighted by ``factor`` from the start.
+
+        What was wanted is ``carried + factor * share`` and what arrived ``factor * decoded``; the
+        stored ``carried + share - decoded`` becomes ``factor * stored + (1 - factor) * carried``.
+        """
+        carried, self._carried = self._carried, {}
+        if factor == 1.0:
+            return
+        for chunk, before in carried.items():
+            residual = self.residuals.get(chunk)
+            if residual is not None:
+                residual.mul_(factor)
+                if before is not None:
+                    residual.add_(before.to(residual.device), alpha=1.0 - factor)
+
     def residual(self, key: ChunkKey) -> torch.Tensor | None:
         """The stored residual of chunk ``key.chunk``, or None."""
         return self.residuals.get(key.chunk)
@@ -67,6 +91,7 @@ class Memory:
     def reset(self) -> None:
         """Forget all residuals."""
         self.residuals.clear()
+        self._carried.clear()
 
     def state_dict(self) -> dict[str, Any]:
         """Residuals by chunk id, as CPU tensors (loadable with ``torch.load(weights_only=True)``)."""

@@ -47,25 +47,37 @@ class MomentumMemory(Memory):
         self.momentum = float(momentum)
         self.velocities: dict[int, torch.Tensor] = {}
         self._pending: dict[int, torch.Tensor] = {}  # this step's velocity, until ``update``
+        self._decayed: dict[int, torch.Tensor | None] = {}  # this step's m * u, until ``settle``
+        self._masked: dict[int, torch.Tensor] = {}  # this step's masked coordinates, until ``settle``
+
+    def decayed(self, key: ChunkKey, numel: int) -> torch.Tensor | None:
+        """``m * u`` of chunk ``key`` (a new tensor), or None before its first step."""
+        u = self.velocities.get(key.chunk)
+        if u is None:
+            return None
+        if u.numel() != numel:
+            raise ValueError(f"memory: chunk {key.chunk} has {numel} values but its velocity has {u.numel()}")
+        return u * self.momentum
 
     def velocity(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """``m * u + x`` for chunk ``key`` (a new float32 tensor; the memory is not changed)."""
         x = as_chunk(x)
-        u = self.velocities.get(key.chunk)
-        if u is None:
-            return x.clone()
-        if u.numel() != x.numel():
-            raise ValueError(
-                f"memory: chunk {key.chunk} has {x.numel()} values but its velocity has {u.numel()}"
-            )
-        return torch.add(x, u.to(x.device), alpha=self.momentum)
+        decayed = self.decayed(key, x.numel())
+        return x.clone() if decayed is None else x + decayed.to(x.device)
 
     def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """The accumulation ``v + m * u + x`` to encode; the new velocity waits for :meth:`update`
         (asking twice in one step gives the same answer)."""
-        u = self.velocity(x, key)
+        x = as_chunk(x)
+        decayed = self.decayed(key, x.numel())
+        u = x.clone() if decayed is None else x + decayed.to(x.device)
         self._pending[key.chunk] = u
-        return super().compensate(u, key)
+        accumulation = super().compensate(u, key)
+        residual = self._carried[key.chunk]
+        carried = [t for t in (residual, decayed) if t is not None]
+        self._carried[key.chunk] = sum(carried[1:], carried[0]) if carried else None  # v + m * u
+        self._decayed[key.chunk] = decayed
+        return accumulation
 
     def update(
         self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
@@ -86,14 +98,35 @@ class MomentumMemory(Memory):
         super().update(x_compensated, decoded, key)
         if sent is not None and before is not None:
             sent = sent.to(device=u.device, dtype=torch.int64)
-            u.index_fill_(0, sent[before.to(u.device)[sent] != 0], 0.0)
+            self._masked[key.chunk] = sent[before.to(u.device)[sent] != 0]
+            u.index_fill_(0, self._masked[key.chunk], 0.0)
         self.velocities[key.chunk] = u
+
+    def settle(self, factor: float) -> None:
+        """As :meth:`Memory.settle`, for the residuals (what was carried in is ``v + m * u``) and
+        the velocities (``m * u + factor * share``, masked again)."""
+        decayed, masked = self._decayed, self._masked
+        self._decayed, self._masked = {}, {}
+        super().settle(factor)
+        if factor == 1.0:
+            return
+        for chunk, before in decayed.items():
+            u = self.velocities.get(chunk)
+            if u is None:
+                continue
+            u.mul_(factor)
+            if before is not None:
+                u.add_(before.to(u.device), alpha=1.0 - factor)
+            if chunk in masked:
+                u.index_fill_(0, masked[chunk], 0.0)
 
     def reset(self) -> None:
         """Forget all residuals and velocities."""
         super().reset()
         self.velocities.clear()
         self._pending.clear()
+        self._decayed.clear()
+        self._masked.clear()
 
     def state_dict(self) -> dict[str, Any]:
         """Residuals and velocities by chunk id, as CPU tensors."""

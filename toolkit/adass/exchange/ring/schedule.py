@@ -122,6 +122,9 @@ class RingExchange(Exchange):
         self._agree(reducer, pieces)
         reducer.run(self, layout, out)
         total = reducer.total
+        if self.memory is not None:
+            # the owner scaled the sums by hint / total: restate the memory in the step's true units
+            self.memory.settle(1.0 if total is None else weighting.factor(total))
         self.step += 1
         self.clock.end()
         self._learn(weighting, total, x.numel())
