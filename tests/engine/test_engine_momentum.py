@@ -4,7 +4,6 @@ error feedback under the optimizer's momentum."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from adass.config import RunConfig
@@ -25,10 +24,11 @@ def test_momentum_correction_with_every_coordinate_sent_trains_as_momentum_sgd()
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_momentum_correction_learns_better_than_error_feedback_under_momentum(seed: int) -> None:
-    """Random-k at 20% under momentum 0.9, 6 epochs: measured test losses of mc are 0.63-0.92 times
-    those of ef over seeds 0-3 (ef keeps the optimizer's momentum on delayed sparse sums)."""
-    ef = train(_config("ef(randk:ratio=0.2,scale=false)", seed, epochs=6), replicas=2).final
-    mc = train(_config("mc(randk:ratio=0.2,scale=false)", seed, epochs=6), replicas=2).final
-    assert mc.test_loss < 0.95 * ef.test_loss
+def test_momentum_correction_learns_better_than_error_feedback_under_momentum() -> None:
+    """Random-k at 10% under momentum 0.9, 6 epochs, seeds 0-3: measured mean test losses 0.45 (mc)
+    against 0.52 (ef, whose optimizer momentum acts on the delayed sparse sums), a ratio of 0.87;
+    single seeds range from 0.76 to 1.02, so only the mean is asserted."""
+    codecs = ("ef(randk:ratio=0.1,scale=false)", "mc(randk:ratio=0.1,scale=false)")
+    losses = {c: [train(_config(c, seed, epochs=6), replicas=2).final.test_loss for seed in range(4)] for c in codecs}
+    ef, mc = (sum(losses[c]) / 4 for c in codecs)
+    assert mc < 0.92 * ef, losses
