@@ -140,6 +140,8 @@ def test_spec_forms_and_canonical_names() -> None:
     ],
 )
 def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
-    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")) as err:
+    with pytest.raises(
+        SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    ) as err:
         make_codec(spec)
     assert "\n" not in str(err.value)

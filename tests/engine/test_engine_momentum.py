@@ -29,6 +29,9 @@ def test_momentum_correction_learns_better_than_error_feedback_under_momentum() 
     against 0.52 (ef, whose optimizer momentum acts on the delayed sparse sums), a ratio of 0.87;
     single seeds range from 0.76 to 1.02, so only the mean is asserted."""
     codecs = ("ef(randk:ratio=0.1,scale=false)", "mc(randk:ratio=0.1,scale=false)")
-    losses = {c: [train(_config(c, seed, epochs=6), replicas=2).final.test_loss for seed in range(4)] for c in codecs}
+    losses = {
+        c: [train(_config(c, seed, epochs=6), replicas=2).final.test_loss for seed in range(4)]
+        for c in codecs
+    }
     ef, mc = (sum(losses[c]) / 4 for c in codecs)
     assert mc < 0.92 * ef, losses

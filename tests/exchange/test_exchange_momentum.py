@@ -93,7 +93,9 @@ def test_a_checkpointed_velocity_continues_as_if_never_stopped(spec: str, codec:
     for step_expected, step_got in zip(expected[2:], got, strict=True):
         for a, b in zip(step_expected, step_got, strict=True):
             assert torch.equal(a, b)
-    assert not torch.equal(_steps(forgetful, world, range(2, 3), n)[0][0], expected[2][0])  # velocity mattered
+    assert not torch.equal(
+        _steps(forgetful, world, range(2, 3), n)[0][0], expected[2][0]
+    )  # velocity mattered
 
 
 @pytest.mark.parametrize("spec", ["ring", "ps"])

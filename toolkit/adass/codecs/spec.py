@@ -63,7 +63,9 @@ def _take_flags(part: str) -> tuple[str, set[str]]:
     spec = parse_spec(part, "codec")
     if not WRAP_FLAGS.keys() & spec.args.keys():
         return part, set()
-    wraps = {k for k, p in WRAP_FLAGS.items() if k in spec.args and p.convert(f"codec {part!r}", k, spec.args[k])}
+    wraps = {
+        k for k, p in WRAP_FLAGS.items() if k in spec.args and p.convert(f"codec {part!r}", k, spec.args[k])
+    }
     rest = {k: v for k, v in spec.args.items() if k not in WRAP_FLAGS}
     return str(type(spec)(spec.name, rest)), wraps
 

@@ -65,7 +65,9 @@ def _float_values(codec: Codec) -> bool:
 # all-gather of payloads.
 REDUCERS: tuple[Row, ...] = (
     Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", AllGather),
-    Row("dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless and not feedback, DenseAdd),
+    Row(
+        "dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless and not feedback, DenseAdd
+    ),
     Row(
         "sparse",
         lambda codec, strategy, feedback: _adds(codec) and _float_values(codec) and not feedback,
