@@ -105,7 +105,11 @@ def make_codec(spec: str) -> Codec:
     if wrapper is not None:
         inner = make_codec(text[len(wrapper) + 1 : -1])
         if inner.error_feedback()[1] is not None:
-            raise SpecError(f"codec {text!r}: one of ef(...) and mc(...) at most")
+            twice = inner.name.startswith(wrapper + "(")
+            raise SpecError(
+                f"codec {text!r}: "
+                + (f"{wrapper}(...) is given twice" if twice else "one of ef(...) and mc(...) at most")
+            )
         return _wrapper(wrapper)(inner)
     parts = [p.strip() for p in _split_top(text, "+")]
     if any(not p for p in parts):
