@@ -4,6 +4,7 @@ error feedback under the optimizer's momentum."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from adass.config import RunConfig
@@ -17,9 +18,10 @@ def _config(codec: str, seed: int = 0, epochs: int = 2) -> RunConfig:
                                lr=0.05, momentum=0.9, workers=2, exchange="ring", codec=codec, seed=seed)  # fmt: skip
 
 
-def test_momentum_correction_with_every_coordinate_sent_trains_as_momentum_sgd() -> None:
+@pytest.mark.parametrize("codec", ["mc(fp32)", "dmc(fp32)"])
+def test_momentum_correction_with_every_coordinate_sent_trains_as_momentum_sgd(codec: str) -> None:
     reference = train(_config("fp32"), replicas=2).extra["parameters"][0]
-    ours = train(_config("mc(fp32)"), replicas=2).extra["parameters"][0]
+    ours = train(_config(codec), replicas=2).extra["parameters"][0]
     for a, b in zip(ours, reference, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 

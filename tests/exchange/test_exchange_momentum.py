@@ -47,7 +47,9 @@ def _steps(exchanges: list, world: int, steps: range, n: int, epoch: int = 0) ->
 
 
 @pytest.mark.parametrize("spec", ["ring", "ps"])
-@pytest.mark.parametrize("codec", ["mc(fp32)", "mc(randk:ratio=1.0,scale=false)"])
+@pytest.mark.parametrize(
+    "codec", ["mc(fp32)", "mc(randk:ratio=1.0,scale=false)", "dmc(fp32)", "dmc(randk:ratio=1.0,scale=false)"]
+)
 def test_every_coordinate_sent_gives_the_momentum_buffer_of_the_mean(spec: str, codec: str) -> None:
     world, n = 3, 101
     outputs = _steps(_exchanges(spec, codec, world), world, range(5), n)
@@ -69,7 +71,9 @@ def test_only_momentum_correction_takes_the_momentum() -> None:
 @pytest.mark.parametrize(
     ("spec", "codec"),
     [("ring", "mc(randk:ratio=0.1,scale=false)"), ("ring:strategy=shared_scale", "mc(randk:ratio=0.2,scale=false+qsgd:bits=8)"),
-     ("ring", "mc(topk:ratio=0.1)"), ("ps", "mc(randk:ratio=0.1,scale=false)")],
+     ("ring", "mc(topk:ratio=0.1)"), ("ps", "mc(randk:ratio=0.1,scale=false)"),
+     ("ring", "dmc(randk:ratio=0.1,scale=false)"),
+     ("ring:strategy=shared_scale", "dmc(randk:ratio=0.2,scale=false+qsgd:bits=8)")],
 )  # fmt: skip
 def test_a_checkpointed_velocity_continues_as_if_never_stopped(spec: str, codec: str) -> None:
     world, n = 3, 257

@@ -9,12 +9,13 @@ from . import fp, qsgd, randk, topk  # noqa: F401  (each module registers its co
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
 from .ef import ErrorFeedback
 from .fp import FloatCodec
-from .mc import MomentumCorrection
+from .mc import DelayAwareMomentumCorrection, MomentumCorrection
 from .memory import Memory
 from .momentum import MomentumMemory
 from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
 from .qsgd import QSGD
 from .randk import RandomK
+from .sent_momentum import SentMomentumMemory
 from .sparse import Sparsifier, kept_count
 from .spec import CODECS, make_codec
 from .stack import StackCodec
@@ -26,6 +27,7 @@ __all__ = [
     "QSGD",
     "ChunkKey",
     "Codec",
+    "DelayAwareMomentumCorrection",
     "ErrorFeedback",
     "FloatCodec",
     "Memory",
@@ -33,6 +35,7 @@ __all__ = [
     "MomentumMemory",
     "Payload",
     "RandomK",
+    "SentMomentumMemory",
     "Sparsifier",
     "StackCodec",
     "TopK",

@@ -3,7 +3,8 @@ SGD momentum to the worker's own gradient before encoding, and masks the momentu
 sparsifier sent (Lin et al., "Deep Gradient Compression", ICLR 2018; see ``momentum.py``).
 
 An exchange keeps the memory as it keeps ``ef(SPEC)``'s (``error_feedback()``); since the memory
-owns the momentum, the optimizer must step without it (``Exchange.take_momentum``).
+owns the momentum, the optimizer must step without it (``Exchange.take_momentum``). ``dmc(SPEC)``
+is the delay-aware variant (``sent_momentum.py``), whose velocity only what is sent renews.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 from .ef import ErrorFeedback
 from .memory import Memory
 from .momentum import MomentumMemory
+from .sent_momentum import SentMomentumMemory
 
-__all__ = ["MomentumCorrection"]
+__all__ = ["DelayAwareMomentumCorrection", "MomentumCorrection"]
 
 
 class MomentumCorrection(ErrorFeedback):
@@ -31,3 +33,21 @@ class MomentumCorrection(ErrorFeedback):
     def new_memory(self) -> Memory:
         """Residuals and velocities, momentum factor 0 until an exchange sets the run's."""
         return MomentumMemory()
+
+
+class DelayAwareMomentumCorrection(ErrorFeedback):
+    """Wrap ``inner`` with a :class:`SentMomentumMemory`: ``dmc(SPEC)``.
+
+    Parameters
+    ----------
+    inner : Codec
+        The codec that does the encoding.
+    memory : Memory, optional
+        A :class:`SentMomentumMemory`; a new one (momentum factor 0 until an exchange sets it) by default.
+    """
+
+    wrapper = "dmc"
+
+    def new_memory(self) -> Memory:
+        """Residuals and velocities, momentum factor 0 until an exchange sets the run's."""
+        return SentMomentumMemory()

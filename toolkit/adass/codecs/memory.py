@@ -99,9 +99,7 @@ class Memory:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the residuals with those of ``state`` (as made by :meth:`state_dict`)."""
-        self.residuals = {
-            int(c): r.to(torch.float32).clone() for c, r in state["residuals"].items()
-        }
+        self.residuals = {int(c): r.to(torch.float32).clone() for c, r in state["residuals"].items()}
 
     def __len__(self) -> int:
         return len(self.residuals)

@@ -29,11 +29,12 @@ __all__ = ["RandomK", "HEADER_BYTES"]
 HEADER_BYTES = 4 + 4 + 4  # numel, step, chunk (uint32 each)
 
 PARAMS = {
-    "ratio": Param(
-        0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0
+    "ratio": Param(0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0),
+    "scale": Param(
+        True,
+        "multiply by n/k on decode, so the estimate is unbiased (not contractive: "
+        "error feedback needs scale=false)",
     ),
-    "scale": Param(True, "multiply by n/k on decode, so the estimate is unbiased (not contractive: "
-                   "error feedback needs scale=false)"),
     "warmup": WARMUP,
 }
 
@@ -135,9 +136,7 @@ class RandomK(Sparsifier):
     def add(self, a: Payload, b: Payload) -> Payload:
         """Elementwise sum of two aligned value vectors (same chunk key)."""
         if not self.aligned(a, b):
-            raise ValueError(
-                f"{self.name}: payloads of different chunk keys keep different coordinates"
-            )
+            raise ValueError(f"{self.name}: payloads of different chunk keys keep different coordinates")
         total = a.tensors["values"] + b.tensors["values"]
         return self.merge(total, self.rest_of(a))
 

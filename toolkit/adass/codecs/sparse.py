@@ -78,9 +78,7 @@ class Sparsifier(Codec):
     def merge(self, values: torch.Tensor, rest: Payload) -> Payload:
         """Put the kept values (float32) back into the payload."""
         tensors = {"values": values.to(torch.float32), **rest.tensors}
-        return Payload(
-            tensors, numel=rest.numel, header=dict(rest.header), header_bytes=rest.header_bytes
-        )
+        return Payload(tensors, numel=rest.numel, header=dict(rest.header), header_bytes=rest.header_bytes)
 
     def rest_of(self, payload: Payload) -> Payload:
         """``payload`` without its ``values`` tensor."""

@@ -1,10 +1,10 @@
 """The codec registry and ``make_codec``: spec strings such as ``ef(randk:ratio=0.01+qsgd:bits=8)``.
 
-Grammar: ``SPEC := ef(SPEC) | mc(SPEC) | PART ('+' PART)*`` where each ``PART`` is a registry spec
+Grammar: ``SPEC := ef(SPEC) | mc(SPEC) | dmc(SPEC) | PART ('+' PART)*`` where each ``PART`` is a registry spec
 (``NAME:key=value,...``). ``A+B`` stacks: the sparsifier ``A`` keeps some values and the codec ``B``
 encodes that value vector. ``ef(...)`` is error feedback (``ef.py``), ``mc(...)`` momentum
-correction (``mc.py``); one wrapper at most. A part may also carry ``ef=true`` or ``mc=true``, which
-wraps the whole spec in ``ef(...)`` or ``mc(...)``.
+correction and ``dmc(...)`` its delay-aware variant (``mc.py``); one wrapper at most. A part may
+also carry ``ef=true``, ``mc=true`` or ``dmc=true``, which wraps the whole spec the same way.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ CODECS = Registry("codec")
 WRAP_FLAGS = {
     "ef": Param(False, "wrap the whole spec in error feedback, ef(SPEC)"),
     "mc": Param(False, "wrap the whole spec in momentum correction, mc(SPEC)"),
+    "dmc": Param(False, "wrap the whole spec in delay-aware momentum correction, dmc(SPEC)"),
 }
 
 
 def _wrapper(name: str) -> type[Codec]:
     """The class of the whole-spec wrapper ``name(SPEC)``."""
     from .ef import ErrorFeedback
-    from .mc import MomentumCorrection
+    from .mc import DelayAwareMomentumCorrection, MomentumCorrection
 
-    return {"ef": ErrorFeedback, "mc": MomentumCorrection}[name]
+    return {"ef": ErrorFeedback, "mc": MomentumCorrection, "dmc": DelayAwareMomentumCorrection}[name]
 
 
 def canonical(name: str, params: dict[str, Param], values: dict[str, Any]) -> str:
@@ -108,18 +109,22 @@ def make_codec(spec: str) -> Codec:
             twice = inner.name.startswith(wrapper + "(")
             raise SpecError(
                 f"codec {text!r}: "
-                + (f"{wrapper}(...) is given twice" if twice else "one of ef(...) and mc(...) at most")
+                + (
+                    f"{wrapper}(...) is given twice"
+                    if twice
+                    else "one of ef(...), mc(...) and dmc(...) at most"
+                )
             )
         return _wrapper(wrapper)(inner)
     parts = [p.strip() for p in _split_top(text, "+")]
     if any(not p for p in parts):
         raise SpecError(f"codec {text!r}: empty part around '+'")
     if any("(" in p for p in parts):
-        raise SpecError(f"codec {text!r}: ef(...) and mc(...) must wrap the whole spec")
+        raise SpecError(f"codec {text!r}: ef(...), mc(...) and dmc(...) must wrap the whole spec")
     stripped = [_take_flags(p) for p in parts]
     wraps = set().union(*(flags for _, flags in stripped))
     if len(wraps) > 1:
-        raise SpecError(f"codec {text!r}: one of ef=true and mc=true at most")
+        raise SpecError(f"codec {text!r}: one of ef=true, mc=true and dmc=true at most")
     codecs = [CODECS.build(p) for p, _ in stripped]
     codec = codecs[-1]
     if len(codecs) > 1:

@@ -95,9 +95,7 @@ class StackCodec(Codec):
         """Split a stacked payload into the sparsifier's rest and the inner payload."""
         h = dict(payload.header)
         inner_header, inner_bytes = h.pop("inner"), h.pop("inner_header_bytes")
-        inner_tensors = {
-            k[len(_PREFIX) :]: t for k, t in payload.tensors.items() if k.startswith(_PREFIX)
-        }
+        inner_tensors = {k[len(_PREFIX) :]: t for k, t in payload.tensors.items() if k.startswith(_PREFIX)}
         rest_tensors = {k: t for k, t in payload.tensors.items() if not k.startswith(_PREFIX)}
         k = self.outer.k_for(payload.numel)
         rest = Payload(rest_tensors, payload.numel, h, payload.header_bytes - inner_bytes)
@@ -120,7 +118,5 @@ class StackCodec(Codec):
         rest_a, inner_a = self._parts(a)
         rest_b, inner_b = self._parts(b)
         if not self.outer.aligned(rest_a, rest_b):
-            raise ValueError(
-                f"{self.name}: payloads of different chunk keys keep different coordinates"
-            )
+            raise ValueError(f"{self.name}: payloads of different chunk keys keep different coordinates")
         return self._join(rest_a, self.inner.add(inner_a, inner_b))

@@ -24,9 +24,7 @@ __all__ = ["TopK", "HEADER_BYTES"]
 HEADER_BYTES = 4 + 4 + 1  # numel, k (uint32), index width (uint8)
 
 PARAMS = {
-    "ratio": Param(
-        0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0
-    ),
+    "ratio": Param(0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0),
     "warmup": WARMUP,
 }
 
@@ -73,7 +71,9 @@ class TopK(Sparsifier):
     def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter ``values`` to their transmitted indices."""
         idx = self.kept_indices(rest, values.numel())
-        out = torch.zeros(rest.numel, dtype=torch.float32, device=values.device) if out is None else out.zero_()
+        out = (
+            torch.zeros(rest.numel, dtype=torch.float32, device=values.device) if out is None else out.zero_()
+        )
         out[idx] = values.to(torch.float32)
         return out
 
