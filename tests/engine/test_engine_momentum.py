@@ -27,13 +27,15 @@ def test_momentum_correction_with_every_coordinate_sent_trains_as_momentum_sgd(c
 
 
 def test_momentum_correction_learns_better_than_error_feedback_under_momentum() -> None:
-    """Random-k at 10% under momentum 0.9, 6 epochs, seeds 0-3: measured mean test losses 0.45 (mc)
-    against 0.52 (ef, whose optimizer momentum acts on the delayed sparse sums), a ratio of 0.87;
-    single seeds range from 0.76 to 1.02, so only the mean is asserted."""
-    codecs = ("ef(randk:ratio=0.1,scale=false)", "mc(randk:ratio=0.1,scale=false)")
+    """Random-k at 10% under momentum 0.9, 6 epochs, seeds 0-3. Measured mean test losses: ef 0.52
+    (its optimizer momentum acts on the delayed sparse sums), mc 0.45 (ratio 0.87; single seeds
+    0.76-1.02), dmc 0.43 (ratio 0.83; single seeds 0.80-0.88). Means are asserted, with room."""
+    codecs = ("ef", "mc", "dmc")
     losses = {
-        c: [train(_config(c, seed, epochs=6), replicas=2).final.test_loss for seed in range(4)]
+        c: [train(_config(f"{c}(randk:ratio=0.1,scale=false)", seed, epochs=6), replicas=2).final.test_loss
+            for seed in range(4)]
         for c in codecs
-    }
-    ef, mc = (sum(losses[c]) / 4 for c in codecs)
+    }  # fmt: skip
+    ef, mc, dmc = (sum(losses[c]) / 4 for c in codecs)
     assert mc < 0.92 * ef, losses
+    assert dmc < 0.9 * ef, losses
