@@ -353,7 +353,13 @@ curves = pd.concat(curves, ignore_index=True)
 # %%
 acc = table.set_index("codec").test_acc
 gap, ef_gap = acc["fp32"] - acc[KEEPS], acc["fp32"] - acc[f"ef(randk:ratio={RATIO},scale=false)"]
-print(f"{KEEPS} ends {gap * 100:+.1f} points from fp32 (ef(randk) without momentum correction: {ef_gap * 100:+.1f}); "
+
+
+def points(below: float) -> str:
+    return f"{abs(below) * 100:.1f} points {'below' if below > 0 else 'above'} fp32"
+
+
+print(f"{KEEPS} ends {points(gap)} (ef(randk) without momentum correction: {points(ef_gap)}); "
       f"the claim that it keeps fp32's accuracy within 1 point {'holds' if gap <= 0.01 else 'does not hold'} in "
       f"this run of {EPOCHS} epochs, sending {table.set_index('codec').vs_fp32[KEEPS]:.1%} of fp32's bytes.")  # fmt: skip
 
