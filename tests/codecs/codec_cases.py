@@ -20,7 +20,7 @@ ALL_SPECS = [
     "randk:ratio=0.2+qsgd:bits=4,shared=true",
     "topk:ratio=0.2+qsgd:bits=8",
     "ef(qsgd:bits=2)",
-    "ef(randk:ratio=0.1+qsgd:bits=4)",
+    "ef(randk:ratio=0.1,scale=false+qsgd:bits=4)",
 ]
 
 

@@ -40,9 +40,9 @@ def test_every_codec_round_trips_edge_lengths(spec: str, n: int) -> None:
 
 
 def test_stacking_and_ef_forms() -> None:
-    stack = make_codec("randk:ratio=0.01+qsgd:bits=8")
+    stack = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8")
     assert isinstance(stack, StackCodec) and stack.outer.name.startswith("randk")
-    ef = make_codec("randk:ratio=0.01,ef=true+qsgd:bits=8")
+    ef = make_codec("randk:ratio=0.01,scale=false,ef=true+qsgd:bits=8")
     assert isinstance(ef, ErrorFeedback) and ef.inner == stack
     assert ef.name == f"ef({stack.name})" and make_codec(ef.name) == ef
 

@@ -97,7 +97,10 @@ def throttled_steps(rank: int, world: int, codecs: list[str], n: int, link: str)
         start = time.perf_counter()
         exchange.reduce(x)
         wall_s = time.perf_counter() - start
-        out[codec] = {"wall_s": wall_s, "records": [(r.phase, r.seconds, r.sim_seconds) for r in exchange.traffic()]}
+        out[codec] = {
+            "wall_s": wall_s,
+            "records": [(r.phase, r.seconds, r.sim_seconds) for r in exchange.traffic()],
+        }
     return out
 
 
@@ -130,11 +133,11 @@ def fails(rank: int, world: int) -> None:
 
 
 def inproc_steps(
-    spec: str, codec: str, n: int, counts: list[list[float]], seed: int = 3
+    spec: str, codec: str, n: int, counts: list[list[float]], seed: int = 3, epochs: list[int] | None = None
 ) -> list[list[torch.Tensor]]:
     """One exchange per in-process rank kept over several steps (``counts[step][rank]``, ``grads``
-    seeded by the step); the result of every step on every rank, ``[step][rank]`` (None on PS
-    server ranks)."""
+    seeded by the step, in epoch ``epochs[step]`` where given); the result of every step on every
+    rank, ``[step][rank]`` (None on PS server ranks)."""
     world = len(counts[0])
     hub = InProcHub(world, timeout_s=60)
     results = [[None] * world for _ in counts]
@@ -144,6 +147,7 @@ def inproc_steps(
         try:
             exchange = make_exchange(spec, hub.transport(rank), codec, seed=seed)
             for step, row in enumerate(counts):
+                exchange.epoch = 0 if epochs is None else epochs[step]
                 if getattr(exchange, "is_server", False):
                     exchange.serve_step()  # a PS server rank: its result stays None
                 else:
@@ -163,8 +167,9 @@ def inproc_steps(
 
 
 def steps_over_gloo(
-    rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[list[float]]
-) -> list:
+    rank: int, world: int, cases: list[tuple[str, str]], n: int, counts: list[list[float]],
+    epochs: list[int] | None = None,
+) -> list:  # fmt: skip
     """In a spawned process: per case, several steps as in ``inproc_steps``; per step the result,
     the call's wall time and timers, and the payloads and transport messages this rank sent."""
     out = []
@@ -173,6 +178,7 @@ def steps_over_gloo(
         exchange = make_exchange(spec, transport, codec, seed=3)
         steps = []
         for step, row in enumerate(counts):
+            exchange.epoch = 0 if epochs is None else epochs[step]
             payloads, messages = transport.log.sent_messages, transport.log.wire_messages
             start = time.perf_counter()
             result = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])

@@ -7,10 +7,11 @@ import threading
 
 import pytest
 import torch
-from exchange_cases import grads
+from exchange_cases import grads, weighted_mean
 
 from adass.codecs import Memory, make_codec
 from adass.exchange import InProcHub, make_exchange
+from adass.exchange.chunking import ChunkLayout
 
 
 def _steps(exchanges: list, steps: range, n: int) -> list[list[torch.Tensor]]:
@@ -68,3 +69,36 @@ def test_a_checkpointed_memory_continues_as_if_never_stopped(spec: str, codec: s
     for e in fresh:
         e.step = 2
     assert not torch.equal(_steps(fresh, range(2, 3), n)[0][0], expected[2][0])  # the memory mattered
+
+
+@pytest.mark.parametrize(
+    "codec", ["ef(randk:ratio=0.3,scale=false)", "ef(topk:ratio=0.3)", "mc(randk:ratio=0.3,scale=false)"]
+)
+def test_what_was_sent_and_what_is_kept_add_up_when_counts_change(codec: str) -> None:
+    """The ring scales each step's sum by hint / total once the total is known; the memories are
+    restated in those units, so the outputs of all steps plus every rank's residual are the sum of
+    the steps' weighted means, however the counts change (at momentum 0, mc keeps the same sums)."""
+    world, n = 3, 120
+    counts = [[2.0, 1.0, 3.0], [2.0, 1.0, 3.0], [0.5, 4.0, 0.0], [1.0, 1.0, 1.0], [8.0, 2.0, 6.0]]
+    hub = InProcHub(world)
+    exchanges = [make_exchange("ring", hub.transport(r), codec, seed=3) for r in range(world)]
+    outs: dict[tuple[int, int], torch.Tensor] = {}
+
+    def work(rank: int) -> None:
+        for s, row in enumerate(counts):
+            outs[(s, rank)] = exchanges[rank].reduce(grads(world, n, seed=s)[rank], row[rank])
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wanted = sum(weighted_mean(grads(world, n, seed=s), row).double() for s, row in enumerate(counts))
+    sent = sum(outs[(s, 0)].double() for s in range(len(counts)))
+    kept = torch.zeros(n, dtype=torch.float64)
+    for e in exchanges:
+        for piece in ChunkLayout(n, world, None).all_pieces():
+            residual = e.memory.residuals.get(piece.pid)
+            if residual is not None:
+                kept[piece.lo : piece.hi] += residual.double()
+    assert torch.allclose(sent + kept, wanted, rtol=1e-4, atol=1e-4)

@@ -96,6 +96,26 @@ def test_steps_with_changing_counts_over_gloo_match_the_simulator() -> None:
     assert multiprocessing.active_children() == []
 
 
+def test_ratio_warmup_over_gloo_changes_layouts_by_epoch_and_matches_the_simulator() -> None:
+    # the kept count k falls from epoch to epoch: repeating transfers must not expect last epoch's
+    # layout, and every rank keeps the same k
+    cases = [("ring", "randk:ratio=0.05,warmup=2"), ("ring", "mc(randk:ratio=0.05,scale=false,warmup=2)"),
+             ("ring", "topk:ratio=0.05,warmup=2"),
+             ("ring:strategy=shared_scale", "dmc(randk:ratio=0.1,scale=false,warmup=2+qsgd:bits=8)")]  # fmt: skip
+    counts, epochs, n = [[2.0, 1.0, 3.0]] * 4, [0, 0, 1, 2], 3000
+    results = run_processes(steps_over_gloo, 3, (cases, n, counts, epochs), timeout_s=90)
+    for i, (spec, codec) in enumerate(cases):
+        sim = inproc_steps(spec, codec, n, counts, epochs=epochs)
+        for step in range(len(counts)):
+            for rank in range(3):
+                assert np.array_equal(results[rank][i][step]["out"], sim[step][rank].numpy()), (
+                    codec,
+                    step,
+                    rank,
+                )
+    assert multiprocessing.active_children() == []
+
+
 def test_a_failing_rank_is_reported_and_nothing_is_left_running() -> None:
     with pytest.raises(RuntimeError, match="deliberate failure"):
         run_processes(fails, 2, timeout_s=60)

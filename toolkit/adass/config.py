@@ -70,7 +70,7 @@ class OptimSection(param.Parameterized):
 
 
 class CodecSection(param.Parameterized):
-    codec = param.String("fp32", doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC))")
+    codec = param.String("fp32", doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC), mc(SPEC), dmc(SPEC))")
 
 
 class ExchangeSection(param.Parameterized):

@@ -1,4 +1,5 @@
-"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, and error feedback.
+"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, error feedback and momentum
+correction.
 
 Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the protocol lives in
 ``base.py``. Codecs do math only and never call a collective.
@@ -8,25 +9,33 @@ from . import fp, qsgd, randk, topk  # noqa: F401  (each module registers its co
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
 from .ef import ErrorFeedback
 from .fp import FloatCodec
+from .mc import DelayAwareMomentumCorrection, MomentumCorrection
 from .memory import Memory
+from .momentum import MomentumMemory
 from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
 from .qsgd import QSGD
 from .randk import RandomK
+from .sent_momentum import SentMomentumMemory
 from .sparse import Sparsifier, kept_count
 from .spec import CODECS, make_codec
 from .stack import StackCodec
 from .topk import TopK
+from .warmup import warmup_ratio
 
 __all__ = [
     "CODECS",
     "QSGD",
     "ChunkKey",
     "Codec",
+    "DelayAwareMomentumCorrection",
     "ErrorFeedback",
     "FloatCodec",
     "Memory",
+    "MomentumCorrection",
+    "MomentumMemory",
     "Payload",
     "RandomK",
+    "SentMomentumMemory",
     "Sparsifier",
     "StackCodec",
     "TopK",
@@ -39,4 +48,5 @@ __all__ = [
     "packed_nbytes",
     "stable_seed",
     "unpack_bits",
+    "warmup_ratio",
 ]

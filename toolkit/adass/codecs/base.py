@@ -168,6 +168,10 @@ class Codec(ABC):
         A partial sum may be decoded, added to and encoded again at each hop of a ring (QSGD, and
         random-k stacks over it, whose kept values line up). Codecs whose payloads of different
         workers keep different coordinates (top-k) are not.
+    contractive : bool
+        False where decoding is known to amplify what it keeps (random-k with its ``n/k`` gain), so
+        that ``||decode(encode(x)) - x||`` may exceed ``||x||`` and an error-feedback residual grows
+        without bound; error feedback refuses such a codec.
     name : str
         The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
 
@@ -191,10 +195,12 @@ class Codec(ABC):
       again with ``replace(key, rank=r, hop=h)`` so each re-encoding rounds independently.
     - not summable (``topk``): forward payloads unchanged (all-gather) and decode each.
 
-    Two methods say more about a codec's structure, so an exchange never looks at its class:
+    Methods say more about a codec's structure, so an exchange never looks at its class:
     ``keyed_values()`` (coordinates that follow from the chunk key, and the codec of the kept
-    values) and ``error_feedback()`` (the codec that travels and the residual memory that an
-    exchange keeps around a worker's own share).
+    values), ``error_feedback()`` (the codec that travels and the residual memory that an
+    exchange keeps around a worker's own share), ``sent_coordinates(payload)`` (what a sparsifier
+    sent, which momentum correction masks) and ``set_epoch(epoch)`` (a wire format that follows a
+    schedule).
     """
 
     summable: bool = False
@@ -203,6 +209,7 @@ class Codec(ABC):
     fixed_size: bool = True
     lossless: bool = False
     requantizable: bool = False
+    contractive: bool = True
     name: str = "codec"
 
     @abstractmethod
@@ -267,6 +274,17 @@ class Codec(ABC):
         worker's own share (compensate before encoding it, update after); ``(self, None)`` (the
         default) for codecs without error feedback."""
         return self, None
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
+        """The coordinates (int64, of the dense chunk) whose values ``payload`` carries, for a codec
+        that sends a few of them (a sparsifier); None (the default) where every coordinate travels."""
+        return None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Tell the codec which epoch the next encodings belong to (an exchange does, every rank
+        alike); codecs whose wire format follows a schedule (the ratio warm-up of a sparsifier)
+        change with it. Nothing by default."""
+        return None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Codec) and type(other) is type(self) and other.name == self.name

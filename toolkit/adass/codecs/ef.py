@@ -7,14 +7,17 @@ the two apart (``error_feedback()``): it keeps the memory around its own share a
 codec's payloads, so partial sums it re-encodes never touch the memory.
 
 The residual stays bounded only for a contractive codec (``||C(x) - x|| < ||x||``): top-k, random-k
-with ``scale=false``, QSGD with enough bits. Unbiased but high-variance codecs (1-bit QSGD, random-k
-scaled by ``n/k``) make it grow without bound.
+with ``scale=false`` (Stich, Cordonnier and Jaggi, "Sparsified SGD with Memory", NeurIPS 2018), QSGD
+with enough bits. Unbiased but high-variance codecs (1-bit QSGD, random-k scaled by ``n/k``) make it
+grow without bound; a codec that declares itself not contractive (``Codec.contractive``, random-k
+with ``scale=true``) is refused with a SpecError.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..registry import SpecError
 from .base import ChunkKey, Codec, Payload
 from .memory import Memory
 
@@ -30,12 +33,24 @@ class ErrorFeedback(Codec):
         The codec that does the encoding.
     memory : Memory, optional
         Residual store; a new empty one by default.
+
+    Raises
+    ------
+    SpecError
+        ``inner`` is not contractive (random-k with ``scale=true``).
     """
 
+    wrapper = "ef"  # the name of the spec's wrapper: ef(SPEC)
+
     def __init__(self, inner: Codec, memory: Memory | None = None) -> None:
+        self.name = f"{self.wrapper}({inner.name})"
+        if not inner.contractive:
+            raise SpecError(
+                f"codec {self.name!r}: {inner.name!r} is not contractive (random-k's n/k gain), so the "
+                "error-feedback residual grows without bound; use scale=false"
+            )
         self.inner = inner
-        self.memory = memory if memory is not None else Memory()
-        self.name = f"ef({inner.name})"
+        self.memory = memory if memory is not None else self.new_memory()
         self.summable = inner.summable
         self.needs_shared_scale = inner.needs_shared_scale
         self.can_share_scale = inner.can_share_scale
@@ -43,8 +58,20 @@ class ErrorFeedback(Codec):
         self.lossless = inner.lossless
         self.requantizable = inner.requantizable
 
+    def new_memory(self) -> Memory:
+        """The memory a new wrapper starts with: plain residuals."""
+        return Memory()
+
     def bytes_per_value(self) -> float:
         return self.inner.bytes_per_value()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The inner codec's schedule follows the epoch."""
+        self.inner.set_epoch(epoch)
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
+        """The inner codec's."""
+        return self.inner.sent_coordinates(payload)
 
     def error_feedback(self) -> tuple[Codec, Memory]:
         """The inner codec (what travels) and the memory, for an exchange to keep apart."""
@@ -54,7 +81,7 @@ class ErrorFeedback(Codec):
         """The same memory around the inner codec's shared-scale variant."""
         if self.needs_shared_scale:
             return self
-        return ErrorFeedback(self.inner.with_shared_scale(), self.memory)
+        return type(self)(self.inner.with_shared_scale(), self.memory)
 
     def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
         """The inner codec's scale of the *compensated* chunk; needs ``key`` (the chunk id)."""
@@ -66,7 +93,7 @@ class ErrorFeedback(Codec):
         """Encode ``x + residual`` with the inner codec and store the new residual."""
         compensated = self.memory.compensate(x, key)
         payload = self.inner.encode(compensated, key, scale=scale)
-        self.memory.update(compensated, self.inner.decode(payload), key)
+        self.memory.update(compensated, self.inner.decode(payload), key, self.inner.sent_coordinates(payload))
         return payload
 
     def decode(self, payload: Payload) -> torch.Tensor:

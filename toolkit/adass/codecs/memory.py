@@ -3,6 +3,12 @@
 ``compensate(x, key)`` returns ``x + residual`` for the chunk; after encoding, ``update(x_c,
 decoded, key)`` stores ``x_c - decoded``. Residuals are kept per chunk id (``key.chunk``), so the
 same chunking must be used from step to step. The state goes into checkpoints.
+
+An exchange that scales the sum of the encodings once the step's total count is known (the ring
+weights shares by ``count / hint`` and multiplies the sum by ``hint / total``) calls
+``settle(factor)`` after the step, so what the memory keeps is in the units of the mean the step
+really gave, and a residual carried over is never scaled by a later step's factor. Momentum correction
+(``momentum.py``) is a memory of this kind that also keeps each chunk's velocity.
 """
 
 from __future__ import annotations
@@ -17,10 +23,20 @@ __all__ = ["Memory"]
 
 
 class Memory:
-    """Residuals of past encodings, one float32 tensor per chunk id."""
+    """Residuals of past encodings, one float32 tensor per chunk id.
+
+    Attributes
+    ----------
+    owns_momentum : bool
+        Whether the memory applies the optimizer's momentum itself (then the optimizer must not);
+        False for plain error feedback.
+    """
+
+    owns_momentum = False
 
     def __init__(self) -> None:
         self.residuals: dict[int, torch.Tensor] = {}
+        self._carried: dict[int, torch.Tensor | None] = {}  # what this step's compensation added
 
     def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """``x`` plus this chunk's residual (a new float32 tensor; the memory is not changed).
@@ -32,6 +48,7 @@ class Memory:
         """
         x = as_chunk(x)
         residual = self.residuals.get(key.chunk)
+        self._carried[key.chunk] = residual
         if residual is None:
             return x.clone()
         if residual.numel() != x.numel():
@@ -40,10 +57,32 @@ class Memory:
             )
         return x + residual.to(x.device)
 
-    def update(self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey) -> None:
-        """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``."""
+    def update(
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
+        sent: torch.Tensor | None = None,
+    ) -> None:  # fmt: skip
+        """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``. ``sent``: the
+        coordinates a sparsifier sent (``Codec.sent_coordinates``), None for every one; plain error
+        feedback does not need them."""
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
+
+    def settle(self, factor: float) -> None:
+        """After a step whose sum the exchange multiplied by ``factor``: restate the residuals of the
+        chunks encoded in it as if their new values had been weighted by ``factor`` from the start.
+
+        What was wanted is ``carried + factor * share`` and what arrived ``factor * decoded``; the
+        stored ``carried + share - decoded`` becomes ``factor * stored + (1 - factor) * carried``.
+        """
+        carried, self._carried = self._carried, {}
+        if factor == 1.0:
+            return
+        for chunk, before in carried.items():
+            residual = self.residuals.get(chunk)
+            if residual is not None:
+                residual.mul_(factor)
+                if before is not None:
+                    residual.add_(before.to(residual.device), alpha=1.0 - factor)
 
     def residual(self, key: ChunkKey) -> torch.Tensor | None:
         """The stored residual of chunk ``key.chunk``, or None."""
@@ -52,6 +91,7 @@ class Memory:
     def reset(self) -> None:
         """Forget all residuals."""
         self.residuals.clear()
+        self._carried.clear()
 
     def state_dict(self) -> dict[str, Any]:
         """Residuals by chunk id, as CPU tensors (loadable with ``torch.load(weights_only=True)``)."""
@@ -59,9 +99,7 @@ class Memory:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the residuals with those of ``state`` (as made by :meth:`state_dict`)."""
-        self.residuals = {
-            int(c): r.to(torch.float32).clone() for c, r in state["residuals"].items()
-        }
+        self.residuals = {int(c): r.to(torch.float32).clone() for c, r in state["residuals"].items()}
 
     def __len__(self) -> int:
         return len(self.residuals)

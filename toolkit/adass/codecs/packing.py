@@ -162,9 +162,7 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return out
 
 
-def unpack_bits(
-    packed: torch.Tensor, bits: int, n: int, dtype: torch.dtype = torch.int64
-) -> torch.Tensor:
+def unpack_bits(packed: torch.Tensor, bits: int, n: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """Inverse of :func:`pack_bits`: the first ``n`` codes of width ``bits``, as ``dtype``.
 
     ``dtype`` must hold ``bits``-wide codes (``code_dtype(bits)`` is the narrowest, and for
@@ -173,8 +171,7 @@ def unpack_bits(
     _check(bits)
     if packed.numel() < packed_nbytes(n, bits):
         raise ValueError(
-            f"{packed.numel()} bytes cannot hold {n} codes of {bits} bits "
-            f"({packed_nbytes(n, bits)} needed)"
+            f"{packed.numel()} bytes cannot hold {n} codes of {bits} bits ({packed_nbytes(n, bits)} needed)"
         )
     if not _holds(dtype, bits):
         raise ValueError(f"dtype {dtype} cannot hold codes of {bits} bits")

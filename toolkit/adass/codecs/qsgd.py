@@ -45,9 +45,7 @@ PARAMS = {
     "bits": Param(8, "bits per code (sign included)", low=1, high=16),
     "bucket": Param(512, "values sharing one scale", low=1, high=2**31 - 1),
     "norm": Param("max", "bucket scale: max-abs or Euclidean norm", choices=("max", "l2")),
-    "shared": Param(
-        False, "workers agree one scale per bucket so codes add up (ring shared_scale)"
-    ),
+    "shared": Param(False, "workers agree one scale per bucket so codes add up (ring shared_scale)"),
 }
 
 
@@ -68,7 +66,9 @@ def random_words(count: int, seed: int, device: torch.device) -> torch.Tensor:
     return torch.empty(count, dtype=torch.int64, device=device).random_(-(2**63), None, generator=gen)
 
 
-def uniform_offsets(n: int, offset: float, dtype: torch.dtype, seed: int, device: torch.device) -> torch.Tensor:
+def uniform_offsets(
+    n: int, offset: float, dtype: torch.dtype, seed: int, device: torch.device
+) -> torch.Tensor:
     """``n`` draws ``offset + u`` with ``u`` uniform on the midpoints ``(j + 1/2) / 2**16`` of
     ``[0, 1)``, as ``dtype``, from ``seed``.
 
@@ -268,9 +268,7 @@ class QSGD(Codec):
         total = self.codes(a, dtype) + self.codes(b, dtype)
         return self._payload(total, a.tensors["scales"], a.numel, count)
 
-    def coordinate_variance_bound(
-        self, x: torch.Tensor, scale: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def coordinate_variance_bound(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Per-value bound on ``E(decode(encode(x))_i - x_i)**2``, float64 ``(numel,)``.
 
         ``min(D**2/4, D*|x_i|)`` with spacing ``D = 2M/L`` when zero is a level (``bits >= 2``);

@@ -22,16 +22,20 @@ from .base import ChunkKey, KeyedValues, Payload, as_chunk, generator_for
 from .sampling import IndexCache, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
+from .warmup import WARMUP
 
 __all__ = ["RandomK", "HEADER_BYTES"]
 
 HEADER_BYTES = 4 + 4 + 4  # numel, step, chunk (uint32 each)
 
 PARAMS = {
-    "ratio": Param(
-        0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0
+    "ratio": Param(0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0),
+    "scale": Param(
+        True,
+        "multiply by n/k on decode, so the estimate is unbiased (not contractive: "
+        "error feedback needs scale=false)",
     ),
-    "scale": Param(True, "multiply by n/k on decode, so the estimate is unbiased"),
+    "warmup": WARMUP,
 }
 
 
@@ -43,7 +47,11 @@ class RandomK(Sparsifier):
     ratio : float
         Share of values kept, in [0, 1]; at least one value is kept from a non-empty chunk.
     scale : bool
-        Multiply the kept values by ``n/k`` on decode (unbiased estimate).
+        Multiply the kept values by ``n/k`` on decode (unbiased estimate). Not contractive then,
+        so error feedback refuses it.
+    warmup : int
+        Epochs of ratio warm-up (``warmup.py``); 0: ``ratio`` from the start. The canonical name
+        leaves it out when 0.
     """
 
     summable = True
@@ -51,24 +59,29 @@ class RandomK(Sparsifier):
     fixed_size = True
     lossless = False
 
-    def __init__(self, ratio: float = 0.01, scale: bool = True) -> None:
+    def __init__(self, ratio: float = 0.01, scale: bool = True, warmup: int = 0) -> None:
         self.ratio = PARAMS["ratio"].convert("codec 'randk'", "ratio", ratio)
         self.scale = PARAMS["scale"].convert("codec 'randk'", "scale", scale)
-        self.name = canonical("randk", PARAMS, {"ratio": self.ratio, "scale": self.scale})
+        self.warmup = PARAMS["warmup"].convert("codec 'randk'", "warmup", warmup)
+        self.contractive = not self.scale
+        values = {"ratio": self.ratio, "scale": self.scale, "warmup": self.warmup}
+        named = PARAMS if self.warmup else {k: p for k, p in PARAMS.items() if k != "warmup"}
+        self.name = canonical("randk", named, values)
         self._cache = IndexCache()
 
     def indices(
-        self, numel: int, key: ChunkKey, device: str | torch.device = "cpu"
+        self, numel: int, key: ChunkKey, device: str | torch.device = "cpu", k: int | None = None
     ) -> torch.Tensor:
         """The ``k`` sorted coordinates (int64) that every worker keeps for chunk ``key``.
 
         A uniform k-subset drawn by :func:`distinct_sample` from ``generator_for(key, "randk")``:
         a function of (run seed, step, chunk) and the chunk length only. Recent draws are cached
         (encode and every decode of a chunk ask for the same ones), so do not modify the result
-        in place.
+        in place. ``k`` defaults to the current epoch's count (``k_for``); a receiver passes the
+        number of values it got.
         """
         device = torch.device(device)
-        k = self.k_for(numel)
+        k = self.k_for(numel) if k is None else k
         cache_key = (numel, k, key.seed, key.step, key.chunk, str(device))
 
         def draw() -> torch.Tensor:
@@ -95,11 +108,16 @@ class RandomK(Sparsifier):
         n, h, k = rest.numel, rest.header, values.numel()
         if k:
             gain = n / k if self.scale else 1.0
-            idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device)
+            idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device, k)
             out.index_copy_(0, idx, values.to(torch.float32) * gain)
 
+    def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
+        """The shared coordinates of the payload's chunk key."""
+        h = rest.header
+        return self.indices(rest.numel, ChunkKey(h["seed"], h["step"], h["chunk"]), k=k)
+
     def bytes_per_value(self) -> float:
-        return 4.0 * self.ratio
+        return 4.0 * self.current_ratio
 
     def keyed_values(self) -> KeyedValues:
         """The coordinates follow from the chunk key; the kept values travel as float32."""
@@ -118,14 +136,12 @@ class RandomK(Sparsifier):
     def add(self, a: Payload, b: Payload) -> Payload:
         """Elementwise sum of two aligned value vectors (same chunk key)."""
         if not self.aligned(a, b):
-            raise ValueError(
-                f"{self.name}: payloads of different chunk keys keep different coordinates"
-            )
+            raise ValueError(f"{self.name}: payloads of different chunk keys keep different coordinates")
         total = a.tensors["values"] + b.tensors["values"]
         return self.merge(total, self.rest_of(a))
 
 
 @CODECS.register("randk", **PARAMS)
-def build_randk(ratio: float, scale: bool) -> RandomK:
+def build_randk(ratio: float, scale: bool, warmup: int) -> RandomK:
     """random-k with coordinates shared through the chunk key; only values travel"""
-    return RandomK(ratio, scale)
+    return RandomK(ratio, scale, warmup)

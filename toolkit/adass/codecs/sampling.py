@@ -45,7 +45,9 @@ def _draws_needed(n: int, have: int, k: int) -> int:
     return math.ceil(mean + 4.0 * math.sqrt(var) + 16)
 
 
-def _sorted_draws(n: int, m: int, gen: torch.Generator, device: torch.device, kind: torch.dtype) -> torch.Tensor:
+def _sorted_draws(
+    n: int, m: int, gen: torch.Generator, device: torch.device, kind: torch.dtype
+) -> torch.Tensor:
     """``m`` independent uniform integers on ``[0, n)`` in increasing order (ties possible)."""
     # -log(1 - U) with U uniform on [0, 1): torch's exponential_ measured several times slower
     uniform = torch.empty(m + 1, dtype=torch.float64, device=device).uniform_(generator=gen)

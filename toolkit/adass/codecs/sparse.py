@@ -2,7 +2,8 @@
 vector to another codec (``randk+qsgd``, see ``stack.py``).
 
 A sparsifier splits a chunk into the kept values and the rest of its payload (indices, header);
-``encode`` sends the values as float32, a stack sends them through an inner codec instead.
+``encode`` sends the values as float32, a stack sends them through an inner codec instead. With a
+warm-up (``warmup.py``) the share kept follows the epoch an exchange sets (``set_epoch``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from abc import abstractmethod
 import torch
 
 from .base import ChunkKey, Codec, Payload, as_chunk
+from .warmup import warmup_ratio
 
 __all__ = ["Sparsifier", "kept_count"]
 
@@ -30,11 +32,30 @@ class Sparsifier(Codec):
     ``split`` adds (``indices`` for top-k) and its header.
     """
 
-    ratio: float
+    ratio: float  # the target share kept
+    warmup: int = 0  # epochs of warm-up before ``ratio`` is reached
+    epoch: int = 0  # the epoch of the next encodings (``set_epoch``)
+
+    @property
+    def current_ratio(self) -> float:
+        """The share kept in the current epoch: ``ratio`` once the warm-up is over."""
+        return warmup_ratio(self.ratio, self.warmup, self.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Keep the share of ``epoch``'s warm-up from now on."""
+        self.epoch = int(epoch)
 
     def k_for(self, numel: int) -> int:
-        """Number of values kept from a chunk of ``numel``."""
-        return kept_count(numel, self.ratio)
+        """Number of values kept from a chunk of ``numel`` in the current epoch."""
+        return kept_count(numel, self.current_ratio)
+
+    @abstractmethod
+    def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
+        """The sorted coordinates (int64) of the ``k`` values of a payload whose rest is ``rest``."""
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor:
+        """The coordinates whose values ``payload`` carries."""
+        return self.kept_indices(self.rest_of(payload), payload.tensors["values"].numel())
 
     @abstractmethod
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
@@ -57,9 +78,7 @@ class Sparsifier(Codec):
     def merge(self, values: torch.Tensor, rest: Payload) -> Payload:
         """Put the kept values (float32) back into the payload."""
         tensors = {"values": values.to(torch.float32), **rest.tensors}
-        return Payload(
-            tensors, numel=rest.numel, header=dict(rest.header), header_bytes=rest.header_bytes
-        )
+        return Payload(tensors, numel=rest.numel, header=dict(rest.header), header_bytes=rest.header_bytes)
 
     def rest_of(self, payload: Payload) -> Payload:
         """``payload`` without its ``values`` tensor."""

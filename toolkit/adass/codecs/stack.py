@@ -48,9 +48,19 @@ class StackCodec(Codec):
         self.can_share_scale = outer.summable and inner.can_share_scale
         self.fixed_size = outer.fixed_size and inner.fixed_size
         self.requantizable = outer.keyed_values() is not None and inner.requantizable
+        self.contractive = outer.contractive and inner.contractive
 
     def bytes_per_value(self) -> float:
-        return self.outer.ratio * self.inner.bytes_per_value()
+        return self.outer.current_ratio * self.inner.bytes_per_value()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The sparsifier's warm-up follows the epoch."""
+        self.outer.set_epoch(epoch)
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor:
+        """The sparsifier's kept coordinates."""
+        rest, inner = self._parts(payload)
+        return self.outer.kept_indices(rest, inner.numel)
 
     def keyed_values(self) -> KeyedValues | None:
         """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
@@ -85,9 +95,7 @@ class StackCodec(Codec):
         """Split a stacked payload into the sparsifier's rest and the inner payload."""
         h = dict(payload.header)
         inner_header, inner_bytes = h.pop("inner"), h.pop("inner_header_bytes")
-        inner_tensors = {
-            k[len(_PREFIX) :]: t for k, t in payload.tensors.items() if k.startswith(_PREFIX)
-        }
+        inner_tensors = {k[len(_PREFIX) :]: t for k, t in payload.tensors.items() if k.startswith(_PREFIX)}
         rest_tensors = {k: t for k, t in payload.tensors.items() if not k.startswith(_PREFIX)}
         k = self.outer.k_for(payload.numel)
         rest = Payload(rest_tensors, payload.numel, h, payload.header_bytes - inner_bytes)
@@ -110,7 +118,5 @@ class StackCodec(Codec):
         rest_a, inner_a = self._parts(a)
         rest_b, inner_b = self._parts(b)
         if not self.outer.aligned(rest_a, rest_b):
-            raise ValueError(
-                f"{self.name}: payloads of different chunk keys keep different coordinates"
-            )
+            raise ValueError(f"{self.name}: payloads of different chunk keys keep different coordinates")
         return self._join(rest_a, self.inner.add(inner_a, inner_b))

@@ -17,15 +17,15 @@ from .base import ChunkKey, Payload
 from .packing import bits_for, pack_bits, unpack_bits
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
+from .warmup import WARMUP
 
 __all__ = ["TopK", "HEADER_BYTES"]
 
 HEADER_BYTES = 4 + 4 + 1  # numel, k (uint32), index width (uint8)
 
 PARAMS = {
-    "ratio": Param(
-        0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0
-    ),
+    "ratio": Param(0.01, "share of values kept (k >= 1 when the chunk is not empty)", low=0.0, high=1.0),
+    "warmup": WARMUP,
 }
 
 
@@ -36,6 +36,9 @@ class TopK(Sparsifier):
     ----------
     ratio : float
         Share of values kept, in [0, 1]; at least one value is kept from a non-empty chunk.
+    warmup : int
+        Epochs of ratio warm-up (``warmup.py``); 0: ``ratio`` from the start. The canonical name
+        leaves it out when 0.
     """
 
     summable = False
@@ -43,12 +46,14 @@ class TopK(Sparsifier):
     fixed_size = True
     lossless = False
 
-    def __init__(self, ratio: float = 0.01) -> None:
+    def __init__(self, ratio: float = 0.01, warmup: int = 0) -> None:
         self.ratio = PARAMS["ratio"].convert("codec 'topk'", "ratio", ratio)
-        self.name = canonical("topk", PARAMS, {"ratio": self.ratio})
+        self.warmup = PARAMS["warmup"].convert("codec 'topk'", "warmup", warmup)
+        named = PARAMS if self.warmup else {"ratio": PARAMS["ratio"]}
+        self.name = canonical("topk", named, {"ratio": self.ratio, "warmup": self.warmup})
 
     def bytes_per_value(self) -> float:
-        return self.ratio * 8.0  # a float32 value and, at most, a 32-bit index per kept value
+        return self.current_ratio * 8.0  # a float32 value and, at most, a 32-bit index per kept value
 
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The ``k`` largest-magnitude values (in index order) and their packed indices."""
@@ -58,16 +63,22 @@ class TopK(Sparsifier):
         header = {"numel": n, "k": k, "index_bits": width}
         return x[idx], Payload({"indices": pack_bits(idx, width)}, n, header, HEADER_BYTES)
 
+    def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
+        """The transmitted indices."""
+        h = rest.header
+        return unpack_bits(rest.tensors["indices"], h["index_bits"], h["k"])
+
     def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter ``values`` to their transmitted indices."""
-        h = rest.header
-        idx = unpack_bits(rest.tensors["indices"], h["index_bits"], h["k"])
-        out = torch.zeros(rest.numel, dtype=torch.float32, device=values.device) if out is None else out.zero_()
+        idx = self.kept_indices(rest, values.numel())
+        out = (
+            torch.zeros(rest.numel, dtype=torch.float32, device=values.device) if out is None else out.zero_()
+        )
         out[idx] = values.to(torch.float32)
         return out
 
 
 @CODECS.register("topk", **PARAMS)
-def build_topk(ratio: float) -> TopK:
+def build_topk(ratio: float, warmup: int) -> TopK:
     """top-k by magnitude; values and packed indices travel; not summable"""
-    return TopK(ratio)
+    return TopK(ratio, warmup)

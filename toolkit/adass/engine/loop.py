@@ -21,7 +21,7 @@ from ..metrics import StepRecord, TrafficRecord
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
-from .step import backprop_batch, evaluate, optimizer_step, refresh_scores, set_lr
+from .step import backprop_batch, evaluate, make_optimizer, optimizer_step, refresh_scores, set_lr
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
 
@@ -114,6 +114,9 @@ class Engine:
         self.state = state
         self.agreement = agreement if agreement is not None else LocalAgreement()
         self.exchange = exchange
+        if exchange is not None and exchange.take_momentum(state.config.optim.momentum):
+            # momentum correction (mc(SPEC)): the exchange applies the momentum before it encodes
+            state.optimizer = make_optimizer(state.model, state.config, momentum=0.0)
         self.split, self.run_id = split, run_id
         self.rank, self.world = self.agreement.rank, self.agreement.world
         self.selection = None

@@ -44,10 +44,14 @@ def set_lr(optimizer: torch.optim.Optimizer, config: RunConfig, epoch: int) -> N
         group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
 
 
-def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
-    """SGD with the configured learning rate, momentum and weight decay."""
+def make_optimizer(
+    model: nn.Module, config: RunConfig, momentum: float | None = None
+) -> torch.optim.Optimizer:
+    """SGD with the configured learning rate, momentum and weight decay; ``momentum`` overrides the
+    configured one (0 where the exchange applies the momentum itself, ``mc(SPEC)``)."""
     o = config.optim
-    return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    momentum = o.momentum if momentum is None else momentum
+    return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=momentum, weight_decay=o.weight_decay)
 
 
 @torch.no_grad()

@@ -37,16 +37,17 @@ class Exchange(ABC):
     run : str
         Run id written into the traffic records.
     epoch : int
-        Epoch written into the traffic records (set it as training goes on).
+        Epoch written into the traffic records (set it as training goes on); the codec follows it
+        (``Codec.set_epoch``: a sparsifier's ratio warm-up).
 
     Attributes
     ----------
     codec : Codec
         The codec whose payloads travel (for ``ef(SPEC)``, the codec of ``SPEC``).
     memory : Memory or None
-        Error feedback around this rank's own share (``ef(SPEC)``): each chunk is compensated with
-        its residual before it is encoded and keeps what the encoding lost; None without. Saved by
-        :meth:`state_dict`.
+        Error feedback around this rank's own share (``ef(SPEC)``, and ``mc(SPEC)`` whose memory
+        also keeps velocities): each chunk is compensated with its residual before it is encoded
+        and keeps what the encoding lost; None without. Saved by :meth:`state_dict`.
     step : int
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
@@ -63,6 +64,25 @@ class Exchange(ABC):
         self.seed, self.epoch, self.step = seed, epoch, 0
         self.transport.log.run = run
         self.clock = CodecClock()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the next ``reduce``; setting it sets the codec's (every rank alike)."""
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._epoch = int(epoch)
+        self.codec.set_epoch(self._epoch)
+
+    def take_momentum(self, momentum: float) -> bool:
+        """Where this exchange owns the optimizer's momentum (``mc(SPEC)``), keep ``momentum`` as its
+        factor and return True: the optimizer must then step without momentum. False otherwise.
+        """
+        if self.memory is None or not self.memory.owns_momentum:
+            return False
+        self.memory.momentum = float(momentum)  # type: ignore[attr-defined]
+        return True
 
     @abstractmethod
     def reduce(
@@ -88,8 +108,8 @@ class Exchange(ABC):
         """
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of this exchange: the error-feedback residuals (``memory``),
-        as CPU tensors; empty without error feedback."""
+        """What a checkpoint keeps of this exchange: the error-feedback residuals (``memory``, with
+        ``mc(SPEC)`` also the velocities), as CPU tensors; empty without error feedback."""
         return {} if self.memory is None else {"memory": self.memory.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

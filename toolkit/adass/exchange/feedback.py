@@ -1,7 +1,8 @@
 """Error feedback as an exchange keeps it: a residual :class:`~adass.codecs.Memory` around this
 worker's own share of each chunk (compensate before encoding it, store what the codec lost after),
 apart from the codec, as GRACE keeps its Memory apart from its Compressor. Partial sums that an
-exchange re-encodes on the way (ring hops) never touch the memory.
+exchange re-encodes on the way (ring hops) never touch the memory. Momentum correction (``mc(SPEC)``)
+is such a memory that also keeps a velocity; it learns which coordinates a sparsifier sent.
 """
 
 from __future__ import annotations
@@ -28,5 +29,5 @@ def encode_own(
         return codec.encode(x, key, scale=scale)
     compensated = memory.compensate(x, key)
     payload = codec.encode(compensated, key, scale=scale)
-    memory.update(compensated, codec.decode(payload), key)
+    memory.update(compensated, codec.decode(payload), key, codec.sent_coordinates(payload))
     return payload

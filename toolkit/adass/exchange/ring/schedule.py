@@ -74,7 +74,10 @@ class RingExchange(Exchange):
         self.check(codec, strategy=strategy, segment_kb=segment_kb)
         super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
         self.strategy = strategy
-        self.reducer = choose(self.codec, strategy, self.memory is not None)
+        # plain error feedback around a lossless codec never keeps a residual, so its shares may skip
+        # the memory; momentum correction's velocity must see every share
+        through_memory = self.memory is not None and (self.memory.owns_momentum or not self.codec.lossless)
+        self.reducer = choose(self.codec, strategy, through_memory)
         seg_bytes = segment_kb * 1024 if segment_kb else transport.segment_bytes
         per_value = self.codec.bytes_per_value()
         self.segment = max(1, int(seg_bytes / per_value)) if seg_bytes and per_value > 0 else None
@@ -119,6 +122,9 @@ class RingExchange(Exchange):
         self._agree(reducer, pieces)
         reducer.run(self, layout, out)
         total = reducer.total
+        if self.memory is not None:
+            # the owner scaled the sums by hint / total: restate the memory in the step's true units
+            self.memory.settle(1.0 if total is None else weighting.factor(total))
         self.step += 1
         self.clock.end()
         self._learn(weighting, total, x.numel())
@@ -152,8 +158,9 @@ class RingExchange(Exchange):
 
     def repeat(self, phase: str, hop: int, pid: int) -> tuple | None:
         """The name of a framed transfer that recurs every step with one layout (the payloads of a
-        fixed-size codec, for one gradient length), or None."""
-        return (phase, hop, pid, self._n) if self.codec.fixed_size else None
+        fixed-size codec, for one gradient length and one share kept: a ratio warm-up changes the
+        layout from epoch to epoch), or None."""
+        return (phase, hop, pid, self._n, self.codec.bytes_per_value()) if self.codec.fixed_size else None
 
     def meta(self, phase: str, hop: int, chunk: int) -> Transfer:
         """What travels with a transfer of ``chunk`` at ``hop`` of ``phase`` this step."""

@@ -35,7 +35,8 @@ class Row:
         What the ring records as its reducer.
     applies : callable
         ``applies(codec, strategy, feedback)``: ``codec`` is the codec that travels, ``strategy``
-        the ring's, ``feedback`` whether the exchange keeps error feedback around the own share.
+        the ring's, ``feedback`` whether the own share must go through the exchange's memory (error
+        feedback around a lossy codec, or momentum correction around any).
     build : type of Reducer
         Built once per step.
     """
@@ -57,13 +58,16 @@ def _float_values(codec: Codec) -> bool:
 
 
 # Summable codecs that need no scale add directly under either strategy, since there is nothing to
-# agree on: lossless ones (fp32) as raw values summed in place, plain random-k as its kept values
+# agree on: lossless ones (fp32) as raw values summed in place (unless a memory must see the share:
+# momentum correction, mc(fp32), is then a direct add), plain random-k as its kept values
 # summed in place (with error feedback, its encoded share, whose residual the memory keeps);
 # quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
 # all-gather of payloads.
 REDUCERS: tuple[Row, ...] = (
     Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", AllGather),
-    Row("dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless, DenseAdd),
+    Row(
+        "dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless and not feedback, DenseAdd
+    ),
     Row(
         "sparse",
         lambda codec, strategy, feedback: _adds(codec) and _float_values(codec) and not feedback,

@@ -1,0 +1,181 @@
+"""Momentum correction (``mc(SPEC)``, DGC, and the delay-aware ``dmc(SPEC)``): the local velocity,
+the accumulation that error feedback keeps, momentum-factor masking at what a sparsifier sent, and
+the reduction to SGD with momentum."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from codec_cases import chunk
+
+from adass.codecs import ChunkKey, MomentumCorrection, MomentumMemory, SentMomentumMemory, make_codec
+from adass.registry import SpecError
+
+
+def _mc(spec: str, momentum: float, wrapper: str = "mc") -> MomentumCorrection:
+    codec = make_codec(f"{wrapper}({spec})")
+    assert isinstance(codec.memory, MomentumMemory)
+    codec.memory.momentum = momentum
+    return codec
+
+
+def test_one_step_follows_the_formula() -> None:
+    m, n = 0.9, 40
+    codec = _mc("randk:ratio=0.25,scale=false", m)
+    u, residual = torch.zeros(n), torch.zeros(n)  # velocity and error-feedback residual, by hand
+    for step in range(6):
+        g, key = chunk(n, seed=step), ChunkKey(0, step, 0)
+        u = m * u + g
+        v = residual + u  # the accumulation that is encoded
+        sent = codec.decode(codec.encode(g, key))
+        kept = codec.inner.indices(n, key)
+        expected = torch.zeros(n)
+        expected[kept] = v[kept]
+        assert torch.allclose(sent, expected, atol=1e-5)
+        delayed = kept[residual[kept] != 0] if step else kept[:0]  # held values of earlier steps
+        residual = v.clone()
+        residual[kept] = 0.0  # unscaled random-k sends the kept values as they are
+        u[delayed] = 0.0
+        assert torch.allclose(codec.memory.residual(key), residual, atol=1e-5)
+        assert torch.allclose(codec.memory.velocities[0], u, atol=1e-5)
+
+
+def test_masking_zeroes_exactly_the_sent_coordinates_that_held_delayed_values() -> None:
+    m, n = 0.5, 200
+    codec = _mc("randk:ratio=0.1,scale=false", m)
+    codec.encode(chunk(n, seed=1), ChunkKey(0, 0, 0))  # the first step holds nothing delayed
+    assert int((codec.memory.velocities[0] == 0).sum()) == 0
+    before = codec.memory.residual(ChunkKey(0, 0, 0)).clone()
+    key = ChunkKey(0, 1, 0)
+    codec.encode(chunk(n, seed=2), key)
+    sent = codec.inner.indices(n, key)
+    zero = (codec.memory.velocities[0] == 0).nonzero().flatten()
+    assert torch.equal(zero, sent[before[sent] != 0].sort().values)
+    assert 0 < zero.numel() <= sent.numel()
+
+
+def test_codecs_that_are_not_sparsifiers_mask_nothing() -> None:
+    codec = _mc("qsgd:bits=4", 0.9)
+    for step in range(3):
+        codec.encode(chunk(64, seed=step), ChunkKey(0, step, 0))
+    assert int((codec.memory.velocities[0] == 0).sum()) == 0
+
+
+def test_delay_aware_step_follows_the_formula() -> None:
+    m, n = 0.9, 40
+    codec = _mc("randk:ratio=0.25,scale=false", m, "dmc")
+    assert isinstance(codec.memory, SentMomentumMemory)
+    u, residual = torch.zeros(n), torch.zeros(n)  # velocity and error-feedback residual, by hand
+    for step in range(6):
+        g, key = chunk(n, seed=step), ChunkKey(0, step, 0)
+        v = residual + g  # accumulated gradients
+        y = v + m * u  # what is encoded
+        sent = codec.decode(codec.encode(g, key))
+        kept = codec.inner.indices(n, key)
+        expected = torch.zeros(n)
+        expected[kept] = y[kept]
+        assert torch.allclose(sent, expected, atol=1e-5)
+        residual = v.clone()
+        residual[kept] = 0.0  # unscaled random-k sends the kept values as they are
+        u = m * u
+        u[kept] = y[kept]  # the velocity is renewed where values were sent, decays elsewhere
+        assert torch.allclose(codec.memory.residual(key), residual, atol=1e-5)
+        assert torch.allclose(codec.memory.velocities[0], u, atol=1e-5)
+
+
+@pytest.mark.parametrize("wrapper", ["mc", "dmc"])
+@pytest.mark.parametrize("spec", ["fp32", "randk:ratio=1.0,scale=false", "topk:ratio=1.0"])
+def test_every_coordinate_sent_is_sgd_with_momentum(spec: str, wrapper: str) -> None:
+    """w <- w - lr * decode(encode(g)) with mc(SPEC) is torch's SGD with momentum, on a quadratic."""
+    m, lr, n = 0.9, 0.05, 16
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.rand(n, generator=gen) + 0.5, torch.randn(n, generator=gen)
+    ours = torch.zeros(n)
+    theirs = torch.zeros(n, requires_grad=True)
+    opt = torch.optim.SGD([theirs], lr=lr, momentum=m)
+    codec = _mc(spec, m, wrapper)
+    for step in range(30):
+        ours -= lr * codec.decode(codec.encode(a * ours - b, ChunkKey(0, step, 0)))
+        opt.zero_grad()
+        theirs.grad = (a * theirs - b).detach()
+        opt.step()
+        assert torch.allclose(ours, theirs.detach(), rtol=1e-5, atol=1e-6), step
+
+
+@pytest.mark.parametrize("wrapper", ["ef", "mc", "dmc"])
+def test_residual_stays_bounded_for_unscaled_random_k(wrapper: str) -> None:
+    """Contractive random-k: the residual levels off (a coordinate waits 1/ratio steps on average)."""
+    codec = make_codec(f"{wrapper}(randk:ratio=0.05,scale=false)")
+    if wrapper != "ef":
+        codec.memory.momentum = 0.9
+    g, norms = chunk(500, seed=3), []
+    for step in range(1, 1201):
+        codec.encode(g + 0.1 * chunk(500, seed=step), ChunkKey(0, step, 0))
+        norms.append(float(codec.memory.residual(ChunkKey(0, step, 0)).norm()))
+    early, late = sum(norms[400:800]) / 400, sum(norms[800:]) / 400  # both past a few times 1/ratio
+    assert abs(late / early - 1) < 0.1
+
+
+@pytest.mark.parametrize("wrapper", ["mc", "dmc"])
+def test_state_dict_round_trip_keeps_the_velocities(wrapper: str) -> None:
+    codec = _mc("randk:ratio=0.2,scale=false", 0.9, wrapper)
+    for step in range(3):
+        codec.encode(chunk(50, seed=step), ChunkKey(0, step, 0))
+    buffer = io.BytesIO()
+    torch.save(codec.memory.state_dict(), buffer)
+    buffer.seek(0)
+    restored = type(codec.memory)(0.9)
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    assert torch.equal(restored.velocities[0], codec.memory.velocities[0])
+    assert torch.equal(restored.residuals[0], codec.memory.residuals[0])
+    again = type(codec)(codec.inner, restored)
+    key, x = ChunkKey(0, 3, 0), chunk(50, seed=3)
+    assert torch.equal(again.decode(again.encode(x, key)), codec.decode(codec.encode(x, key)))
+
+
+@pytest.mark.parametrize("memory", [MomentumMemory, SentMomentumMemory])
+def test_update_without_compensate_fails(memory: type) -> None:
+    with pytest.raises(RuntimeError, match="without being compensated"):
+        memory(0.9).update(torch.zeros(3), torch.zeros(3), ChunkKey(0, 0, 0))
+
+
+def test_spec_forms_and_canonical_names() -> None:
+    codec = make_codec("mc(randk:ratio=0.01,scale=false)")
+    assert codec.name == "mc(randk:ratio=0.01,scale=false)" and make_codec(codec.name) == codec
+    assert make_codec("randk:ratio=0.01,scale=false,mc=true") == codec
+    stack = make_codec("randk:ratio=0.01,scale=false,warmup=2,mc=true+qsgd:bits=8")
+    assert stack.name.startswith("mc(randk:ratio=0.01,scale=false,warmup=2+qsgd:bits=8")
+    assert make_codec(stack.name) == stack
+    assert make_codec("mc(fp32)").error_feedback()[1].owns_momentum
+    delay_aware = make_codec("randk:ratio=0.01,scale=false,dmc=true")
+    assert (
+        delay_aware.name == "dmc(randk:ratio=0.01,scale=false)"
+        and make_codec(delay_aware.name) == delay_aware
+    )
+    assert isinstance(delay_aware.memory, SentMomentumMemory) and delay_aware.memory.owns_momentum
+    assert not make_codec("ef(fp32)").error_feedback()[1].owns_momentum
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("mc(ef(topk:ratio=0.1))", "one of ef(...), mc(...) and dmc(...)"),
+        ("dmc(dmc(fp32))", "dmc(...) is given twice"),
+        ("topk:ratio=0.1,ef=true,mc=true", "one of ef=true, mc=true and dmc=true"),
+        ("dmc(randk:ratio=0.1)", "not contractive"),
+        ("mc(topk:ratio=0.1)+fp16", "must wrap the whole spec"),
+        ("topk:mc=maybe", "mc='maybe' is not allowed"),
+        ("mc(randk:ratio=0.1)", "not contractive"),
+        ("ef(randk:ratio=0.1+qsgd:bits=8)", "use scale=false"),
+        ("randk:ratio=0.1,warmup=-1", "warmup=-1 is not allowed"),
+        ("topk:warmup=0.5", "warmup='0.5' is not allowed"),
+    ],
+)
+def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
+    with pytest.raises(
+        SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    ) as err:
+        make_codec(spec)
+    assert "\n" not in str(err.value)

@@ -1,0 +1,120 @@
+"""Delay-aware momentum correction (``dmc(SPEC)``): the momentum acts on what is sent, and a
+coordinate's velocity decays by ``m`` per step while it waits, so a sum delayed by a sparsifier is
+applied about once instead of ``1/(1-m)`` times.
+
+Why: under DGC's momentum correction (``momentum.py``) every gradient still counts ``1/(1-m)`` times
+in the end, as in SGD with momentum; but random-k holds a coordinate for about ``1/ratio`` steps,
+and the whole amplified sum then lands in one step with no fresh gradient of that coordinate in
+between to correct it. With an effective step ``lr/(1-m)`` and a delay of ``1/ratio`` steps that
+overshoots (at momentum 0 and the same effective step, error feedback fails alike). Here, per chunk,
+with residual ``r``, velocity ``u`` and gradient ``g``::
+
+    v <- r + g                # error feedback accumulates gradients, as ef(SPEC)
+    y <- v + m * u            # encode(y); the velocity rides along
+    sent coordinates:   u <- decode(sent),  r <- y - decode(sent)
+    other coordinates:  u <- m * u,         r <- v
+
+A coordinate sent at every step follows ``u <- m * u + g``: with every coordinate sent (ratio 1, a
+dense lossless codec) this is SGD with momentum exactly. A coordinate sent again after ``t`` steps
+carries ``m**t`` of its last velocity, so a delayed sum counts ``1/(1 - m**t)`` times, close to once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import ChunkKey, as_chunk
+from .memory import Memory
+from .momentum import MomentumMemory
+
+__all__ = ["SentMomentumMemory"]
+
+
+class SentMomentumMemory(MomentumMemory):
+    """Residuals of gradients plus one velocity per chunk id, which only what is sent renews.
+
+    Parameters
+    ----------
+    momentum : float
+        The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
+    """
+
+    def __init__(self, momentum: float = 0.0) -> None:
+        super().__init__(momentum)
+        self._sent: dict[int, torch.Tensor | None] = {}  # this step's sent coordinates, until ``settle``
+
+    def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
+        """``r + x + m * u`` to encode (asking twice in one step gives the same answer)."""
+        x = as_chunk(x)
+        decayed = self.decayed(key, x.numel())
+        accumulation = Memory.compensate(self, x, key)  # r + x; keeps r for ``settle``
+        self._pending[key.chunk] = accumulation
+        self._decayed[key.chunk] = decayed
+        return accumulation if decayed is None else accumulation + decayed.to(x.device)
+
+    def update(
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
+        sent: torch.Tensor | None = None,
+    ) -> None:  # fmt: skip
+        """Renew the velocity where values were sent (``sent``; None: everywhere), decay it elsewhere;
+        the residual keeps what the encoding lost where sent, the accumulated gradients elsewhere.
+
+        Raises
+        ------
+        RuntimeError
+            No :meth:`compensate` of this chunk came first.
+        """
+        accumulation = self._pending.pop(key.chunk, None)
+        if accumulation is None:
+            raise RuntimeError(f"memory: chunk {key.chunk} updated without being compensated first")
+        y = as_chunk(x_compensated)
+        decoded = as_chunk(decoded).to(y.device)
+        decayed = self._decayed.get(key.chunk)
+        if sent is None:
+            residual, velocity = y - decoded, decoded.clone()
+        else:
+            sent = sent.to(device=y.device, dtype=torch.int64)
+            residual = accumulation.clone()
+            residual[sent] = y[sent] - decoded[sent]
+            velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device).clone()
+            velocity[sent] = decoded[sent]
+        self._sent[key.chunk] = sent
+        self.residuals[key.chunk] = residual
+        self.velocities[key.chunk] = velocity
+
+    def settle(self, factor: float) -> None:
+        """As :meth:`Memory.settle`: where sent, the velocity is what arrived (``factor`` times what
+        was sent) and the residual's carried part was ``r + m * u``; elsewhere only ``r`` was."""
+        carried, decayed, sent = self._carried, self._decayed, self._sent
+        self._carried, self._decayed, self._sent = {}, {}, {}
+        if factor == 1.0:
+            return
+        for chunk, before in carried.items():
+            residual, velocity = self.residuals.get(chunk), self.velocities.get(chunk)
+            if residual is None or velocity is None or chunk not in sent:
+                continue
+            where, d = sent[chunk], decayed.get(chunk)
+            residual.mul_(factor)
+            if before is not None:
+                residual.add_(before.to(residual.device), alpha=1.0 - factor)
+            if d is not None:
+                d = d.to(residual.device)
+                if where is None:
+                    residual.add_(d, alpha=1.0 - factor)
+                else:
+                    residual.index_add_(0, where, d[where], alpha=1.0 - factor)
+            if where is None:
+                velocity.mul_(factor)
+            else:
+                velocity[where] *= factor
+
+    def reset(self) -> None:
+        """Forget all residuals and velocities."""
+        super().reset()
+        self._sent.clear()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._sent.clear()
