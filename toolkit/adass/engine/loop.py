@@ -21,7 +21,7 @@ from ..metrics import StepRecord, TrafficRecord
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
-from .step import backprop_batch, evaluate, optimizer_step, refresh_scores, set_lr
+from .step import backprop_batch, evaluate, optimizer_step, refresh_scores, set_lr, write_flat_params
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
 
@@ -225,16 +225,23 @@ class Engine:
         self._count_nonfinite(finite, epoch)
         encode_s = decode_s = comm_s = 0.0
         traffic: list[dict[str, Any]] = []
+        pulled = None
         if self.exchange is not None:
-            # a step nobody backpropagated in still exchanges (zeros, at unit weight, so the weighted
-            # mean is defined and PS servers stay in step), but nobody applies it
-            self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
+            if self.exchange.pulls_parameters:  # servers step; a zero count everywhere keeps them still
+                pulled = self.exchange.reduce(s.flat_grad, float(used) if total else 0.0)
+            else:
+                # a step nobody backpropagated in still exchanges (zeros, at unit weight, so the weighted
+                # mean is defined and PS servers stay in step), but nobody applies it
+                self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
             t2 = time.perf_counter()
             times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
             encode_s, decode_s = times["encode_s"], times["decode_s"]
             comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
             traffic = [asdict(r) for r in self.exchange.traffic()]
-        if total:
+        if pulled is not None:
+            if total:
+                write_flat_params(s.model, pulled, s.counters, s.measure_path)
+        elif total:
             optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
         record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
                             compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s)  # fmt: skip
