@@ -104,7 +104,10 @@ class Engine:
     empty (it has the others' averaged gradient). The global count is planned at the epoch's start
     from every replica's kept count; only two-pass samplers, whose counts are known after their
     probe forward, add them up step by step. A step without samples anywhere still runs the exchange
-    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step.
+    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step. Where the
+    servers own the parameters (:attr:`Exchange.pulls_parameters`, ``ps:update=server``), replicas
+    push their counts (zero everywhere in such a step, so the servers do not step either) and copy
+    the pulled parameters into their model instead of stepping their optimizer.
     """
 
     def __init__(
