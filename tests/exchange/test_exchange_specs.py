@@ -82,3 +82,9 @@ def test_a_consistency_model_not_built_is_refused_by_the_run_options_in_one_line
         RunConfig.from_flat(workers=2, exchange="ps:mode=async", codec="fp32")
     message = str(info.value)
     assert "\n" not in message and "--exchange" in message and "only mode=sync is built" in message
+
+
+def test_simulate_refuses_servers_that_own_parameters_in_one_line():
+    with pytest.raises(SpecError, match="update=replica") as info:
+        simulate([torch.ones(4), torch.ones(4)], exchange="ps:update=server", codec="fp32")
+    assert "\n" not in str(info.value)
