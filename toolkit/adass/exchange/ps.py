@@ -96,9 +96,9 @@ class ParameterServer(Exchange):
               mode: str = "sync", staleness: int = 0) -> None:  # fmt: skip
         make_codec(pull)  # a bad pull spec fails here, with its own message
         if mode not in BUILT_MODES:
-            raise SpecError(f"exchange 'ps:mode={mode}' is not built yet; only mode=sync is built")
+            raise SpecError(f"exchange 'ps': mode={mode} is not built yet; only mode=sync is built")
         if staleness and mode != "ssp":
-            raise SpecError(f"exchange 'ps:staleness={staleness}' bounds mode=ssp only; "
+            raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
                             f"with mode={mode} it must be 0")  # fmt: skip
 
     def own(self, shard_update: ShardUpdate) -> None:
