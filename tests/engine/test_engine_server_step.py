@@ -28,6 +28,7 @@ def final_parameters(update: str, **options) -> list[list[torch.Tensor]]:
 @pytest.mark.parametrize("options", [
     {},  # momentum, weight decay and the cosine schedule across epochs, over two shards
     {"exchange": "ps:servers=3", "workers": 2, "sampler": "adass:eps=0.4,warmup=1,final=0"},
+    {"sampler": "selective_backprop", "codec": "qsgd:bits=4"},  # two-pass: counts known step by step
     {"data": EMPTY_STEPS, "model": "mlp:hidden=4", "batch_size": 1, "workers": 2, "epochs": 2},
 ])  # fmt: skip
 def test_server_step_equals_the_replicas_own_step(options):
