@@ -123,8 +123,9 @@ class Server(_Member):
             if self.exchange.pulls_parameters:  # the initial model comes from the run seed, as on replicas
                 dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
                 servers = self.world - self.replicas
-                owned = ShardOptimizer.for_shard(self.config, dataset.shape, dataset.classes, self.shard, servers)
-                self.exchange.own(owned)
+                self.exchange.own(
+                    ShardOptimizer.for_shard(self.config, dataset.shape, dataset.classes, self.shard, servers)
+                )
 
         await asyncio.to_thread(work)
         return 0
@@ -149,7 +150,7 @@ class Server(_Member):
             path = self._path(folder)
             if not path.exists():
                 if self.exchange.pulls_parameters:
-                    raise FileNotFoundError(f"{path}: the checkpoint holds no state of server shard {self.shard}")
+                    raise FileNotFoundError(f"{path}: the checkpoint holds no state of server {self.shard}")
                 return
             self.exchange.load_state_dict(torch.load(path, weights_only=True))
 

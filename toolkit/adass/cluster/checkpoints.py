@@ -1,8 +1,9 @@
 """Per-epoch checkpoints that cannot mislead a resume: one folder per epoch, then one atomic pointer.
 
 ``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt``, every PS server shard's
-``server<s>.pt`` and ``state.json`` (epoch, running totals, the options a resume must keep); the run's record files are flushed next; only then does
-``checkpoints/latest.json`` move to the new folder, by one rename. Run folders of the earlier layout
+``server<s>.pt`` and ``state.json`` (epoch, running totals, the options a resume must keep); the
+run's record files are flushed next; only then does ``checkpoints/latest.json`` move to the new
+folder, by one rename. Run folders of the earlier layout
 (``rank<r>.pt`` and ``state.json`` directly in ``checkpoints/``, without options) still resume; the
 first epoch published afterwards replaces them. A crash at any instant leaves the
 pointer on a complete epoch; records of later epochs that reached the files are dropped on resume

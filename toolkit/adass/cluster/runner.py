@@ -243,7 +243,8 @@ def _attempt(
     try:
         run.start()
         if checkpoint is not None:
-            run.wait([m.load(str(checkpoint.folder)) for m in run.actors + run.servers], "loading the checkpoint")
+            members = run.actors + run.servers
+            run.wait([m.load(str(checkpoint.folder)) for m in members], "loading the checkpoint")
         for epoch in range(first_epoch, config.optim.epochs):
             if should_stop():
                 stopped = True

@@ -77,8 +77,8 @@ class ParameterServer(Exchange):
     name = "ps"
 
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
-                 staleness: int = 0, *, transport: Transport, codec: Codec | str, seed: int = 0, run: str = "",
-                 epoch: int = 0) -> None:  # fmt: skip
+                 staleness: int = 0, *, transport: Transport, codec: Codec | str, seed: int = 0,
+                 run: str = "", epoch: int = 0) -> None:  # fmt: skip
         super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
         self.check(self.codec, servers, pull, update, mode, staleness)
         if transport.world <= servers:
