@@ -118,3 +118,17 @@ def test_a_step_without_samples_on_any_replica_is_skipped_on_dask(cluster):
     result = train_distributed(config, handle=cluster)
     for ours, ref in zip(result.parameters, reference_weights(config, 2), strict=True):
         torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_ps_servers_owning_their_shard_resume_from_a_checkpoint(cluster, tmp_path):
+    """``ps:update=server`` on Dask: the servers' parameters and momentum go into every checkpoint
+    (``server<s>.pt``), and a resumed run ends where the uninterrupted in-process run does."""
+    config = RunConfig.from_flat(data=DATA, model="mlp:hidden=8", sampler="full", epochs=2, batch_size=16,
+                                 lr=0.1, momentum=0.9, weight_decay=1e-3, schedule="constant", workers=2,
+                                 exchange="ps:servers=1,update=server", codec="fp32", seed=4)  # fmt: skip
+    train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
+    assert (read_checkpoint(tmp_path).folder / "server0.pt").exists()
+    resumed = train_distributed(config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    straight = simulate_run(config.replace(epochs=3)).extra["parameters"][0]
+    for ours, theirs in zip(resumed.parameters, straight, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)

@@ -74,7 +74,7 @@ class CodecSection(param.Parameterized):
 
 
 class ExchangeSection(param.Parameterized):
-    exchange = param.String("ring", doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S)")
+    exchange = param.String("ring", doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S,update=replica|server)")
     link = param.String("", doc="simulated link BANDWIDTH,LATENCY (e.g. 1gbit,50us) that throttles every transfer; empty: none")
 
 

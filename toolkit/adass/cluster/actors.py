@@ -18,7 +18,7 @@ from distributed import get_worker
 
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement
+from ..engine import Engine, LiveBatches, ReplicaState, ShardOptimizer, TorchAgreement
 from ..exchange import GlooTransport, make_exchange
 from ..metrics import atomic_write_bytes
 from .bootstrap import destroy_group, free_port, init_group
@@ -113,11 +113,48 @@ class Replica(_Member):
 
 
 class Server(_Member):
-    """One Parameter Server shard on its own Dask worker (rank >= replicas)."""
+    """One Parameter Server shard on its own Dask worker (rank >= replicas); under ``ps:update=server``
+    it owns its slice of the parameters and of the optimizer state, which checkpoints hold."""
 
     async def setup(self, master: str, port: int, timeout_s: float) -> int:
-        await asyncio.to_thread(self._join, master, port, timeout_s)
+        def work() -> None:
+            self._join(master, port, timeout_s)
+            self.shard = self.rank - self.replicas
+            if self.exchange.pulls_parameters:  # the initial model comes from the run seed, as on replicas
+                dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
+                servers = self.world - self.replicas
+                self.exchange.own(
+                    ShardOptimizer.for_shard(self.config, dataset.shape, dataset.classes, self.shard, servers)
+                )
+
+        await asyncio.to_thread(work)
         return 0
+
+    def _path(self, folder: str) -> Path:
+        # named by shard, not rank: a resume with another replica count keeps the servers' files
+        return Path(folder) / f"server{self.shard}.pt"
+
+    async def save(self, folder: str) -> None:
+        def work() -> None:
+            buffer = io.BytesIO()
+            torch.save(self.exchange.state_dict(), buffer)
+            atomic_write_bytes(self._path(folder), buffer.getvalue())
+
+        await asyncio.to_thread(work)
+
+    async def load(self, folder: str) -> None:
+        """Restore the shard saved in ``folder``; a checkpoint without server files (a PS whose
+        replicas step) leaves the server as it starts, unless it owns parameters."""
+
+        def work() -> None:
+            path = self._path(folder)
+            if not path.exists():
+                if self.exchange.pulls_parameters:
+                    raise FileNotFoundError(f"{path}: the checkpoint holds no state of server {self.shard}")
+                return
+            self.exchange.load_state_dict(torch.load(path, weights_only=True))
+
+        await asyncio.to_thread(work)
 
     async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
         def work() -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Per-epoch checkpoints that cannot mislead a resume: one folder per epoch, then one atomic pointer.
 
-``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt`` and ``state.json`` (epoch, running
-totals, the options a resume must keep); the run's record files are flushed next; only then does
-``checkpoints/latest.json`` move to the new folder, by one rename. Run folders of the earlier layout
+``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt``, every PS server shard's
+``server<s>.pt`` and ``state.json`` (epoch, running totals, the options a resume must keep); the
+run's record files are flushed next; only then does ``checkpoints/latest.json`` move to the new
+folder, by one rename. Run folders of the earlier layout
 (``rank<r>.pt`` and ``state.json`` directly in ``checkpoints/``, without options) still resume; the
 first epoch published afterwards replaces them. A crash at any instant leaves the
 pointer on a complete epoch; records of later epochs that reached the files are dropped on resume
@@ -180,5 +181,7 @@ def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Datas
         buffer = io.BytesIO()
         torch.save(state, buffer)
         atomic_write_bytes(folder / f"rank{rank}.pt", buffer.getvalue())
+    for server in checkpoint.folder.glob("server*.pt"):  # server shards keep theirs: their count is fixed
+        shutil.copyfile(server, folder / server.name)
     options = {**checkpoint.options, "workers": new_world}
     return Checkpoint(checkpoint.epoch, folder, dict(checkpoint.totals), options)

@@ -243,8 +243,8 @@ def _attempt(
     try:
         run.start()
         if checkpoint is not None:
-            run.wait([a.load(str(checkpoint.folder)) for a in run.actors], "loading the checkpoint",
-                     run.addresses[: run.replicas_n])  # fmt: skip
+            members = run.actors + run.servers
+            run.wait([m.load(str(checkpoint.folder)) for m in members], "loading the checkpoint")
         for epoch in range(first_epoch, config.optim.epochs):
             if should_stop():
                 stopped = True
@@ -270,13 +270,10 @@ def _attempt(
 
 def _checkpoint(run: _Run, run_dir: str | Path, epoch: int, totals: dict[str, float], sink: Sink,
                 config: RunConfig) -> None:  # fmt: skip
-    """Rank files into a fresh epoch folder, records flushed, then the pointer moves (one rename)."""
+    """Rank files (replicas' ``rank<r>.pt``, servers' ``server<s>.pt``) into a fresh epoch folder,
+    records flushed, then the pointer moves (one rename)."""
     folder = epoch_folder(run_dir, epoch)
-    run.wait(
-        [a.save(str(folder)) for a in run.actors],
-        f"epoch {epoch} (checkpoint)",
-        run.addresses[: run.replicas_n],
-    )
+    run.wait([m.save(str(folder)) for m in run.actors + run.servers], f"epoch {epoch} (checkpoint)")
     if hasattr(sink, "flush"):
         sink.flush()
     publish(run_dir, epoch, totals, fixed_options(config))

@@ -13,6 +13,7 @@ from .loop import Engine, EpochPlan, EpochReport, StepHook
 from .records import epoch_eval, new_totals, write_epoch
 from .replica import ReplicaState, replica_seed
 from .result import RunResult, Stop, stop_signal
+from .server import ShardOptimizer
 from .step import (
     Counters,
     backprop_batch,
@@ -20,9 +21,11 @@ from .step import (
     flat_params,
     lr_at,
     make_optimizer,
+    make_sgd,
     optimizer_step,
     refresh_scores,
     set_lr,
+    write_flat_params,
 )
 from .virtual import server_count, simulate_run
 
@@ -38,6 +41,7 @@ __all__ = [
     "LocalAgreement",
     "ReplicaState",
     "RunResult",
+    "ShardOptimizer",
     "Split",
     "StepHook",
     "Stop",
@@ -49,6 +53,7 @@ __all__ = [
     "in_order",
     "lr_at",
     "make_optimizer",
+    "make_sgd",
     "new_totals",
     "optimizer_step",
     "refresh_scores",
@@ -59,4 +64,5 @@ __all__ = [
     "spread_evenly",
     "stop_signal",
     "write_epoch",
+    "write_flat_params",
 ]

@@ -21,7 +21,15 @@ from ..metrics import StepRecord, TrafficRecord
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
-from .step import backprop_batch, evaluate, make_optimizer, optimizer_step, refresh_scores, set_lr
+from .step import (
+    backprop_batch,
+    evaluate,
+    make_optimizer,
+    optimizer_step,
+    refresh_scores,
+    set_lr,
+    write_flat_params,
+)
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
 
@@ -104,7 +112,10 @@ class Engine:
     empty (it has the others' averaged gradient). The global count is planned at the epoch's start
     from every replica's kept count; only two-pass samplers, whose counts are known after their
     probe forward, add them up step by step. A step without samples anywhere still runs the exchange
-    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step.
+    (zero gradients at unit weight), so that PS servers, which cannot know, stay in step. Where the
+    servers own the parameters (:attr:`Exchange.pulls_parameters`, ``ps:update=server``), replicas
+    push their counts (zero everywhere in such a step, so the servers do not step either) and copy
+    the pulled parameters into their model instead of stepping their optimizer.
     """
 
     def __init__(
@@ -228,12 +239,16 @@ class Engine:
         self._count_nonfinite(finite, epoch)
         encode_s = decode_s = comm_s = 0.0
         traffic: list[dict[str, Any]] = []
+        pulled = None
         if self.exchange is not None:
-            # a step nobody backpropagated in still exchanges (zeros, at unit weight, so the weighted
-            # mean is defined and PS servers stay in step), but nobody applies it, so its error-feedback
-            # memory keeps what it held instead of spending it on a result that is thrown away
+            # a step nobody backpropagated in still exchanges (so PS servers stay in step) but nobody
+            # applies it, so its error-feedback memory keeps what it held instead of spending it on a
+            # result that is thrown away
             held = None if total else self.exchange.state_dict()
-            self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
+            if self.exchange.pulls_parameters:  # servers step; a zero count everywhere keeps them still
+                pulled = self.exchange.reduce(s.flat_grad, float(used) if total else 0.0)
+            else:  # zeros at unit weight, so the weighted mean is defined
+                self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
             if held is not None:
                 self.exchange.load_state_dict(held)
             t2 = time.perf_counter()
@@ -241,7 +256,10 @@ class Engine:
             encode_s, decode_s = times["encode_s"], times["decode_s"]
             comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
             traffic = [asdict(r) for r in self.exchange.traffic()]
-        if total:
+        if pulled is not None:
+            if total:
+                write_flat_params(s.model, pulled, s.counters, s.measure_path)
+        elif total:
             optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
         record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
                             compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s)  # fmt: skip

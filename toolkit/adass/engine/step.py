@@ -5,6 +5,7 @@ step and evaluation. Every training loop of the toolkit is built from these piec
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -14,8 +15,8 @@ from torch.nn import functional as F
 from ..config import RunConfig
 from ..sampling import Sampler
 
-__all__ = ["Counters", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "optimizer_step",
-           "refresh_scores", "set_lr"]  # fmt: skip
+__all__ = ["Counters", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "make_sgd",
+           "optimizer_step", "refresh_scores", "set_lr", "write_flat_params"]  # fmt: skip
 
 
 @dataclass
@@ -44,14 +45,19 @@ def set_lr(optimizer: torch.optim.Optimizer, config: RunConfig, epoch: int) -> N
         group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
 
 
-def make_optimizer(
-    model: nn.Module, config: RunConfig, momentum: float | None = None
-) -> torch.optim.Optimizer:
-    """SGD with the configured learning rate, momentum and weight decay; ``momentum`` overrides the
-    configured one (0 where the exchange applies the momentum itself, ``mc(SPEC)``)."""
+def make_sgd(params: Iterable[torch.Tensor], config: RunConfig, momentum: float | None = None) -> torch.optim.SGD:
+    """SGD over ``params`` with the configured learning rate, momentum and weight decay: the one
+    optimizer of the toolkit, whether a replica or a parameter-server shard owns the parameters.
+    ``momentum`` overrides the configured one (0 where the exchange applies the momentum itself,
+    ``mc(SPEC)``/``dmc(SPEC)``)."""
     o = config.optim
     momentum = o.momentum if momentum is None else momentum
-    return torch.optim.SGD(model.parameters(), lr=o.lr, momentum=momentum, weight_decay=o.weight_decay)
+    return torch.optim.SGD(params, lr=o.lr, momentum=momentum, weight_decay=o.weight_decay)
+
+
+def make_optimizer(model: nn.Module, config: RunConfig, momentum: float | None = None) -> torch.optim.Optimizer:
+    """SGD over the model's parameters (see :func:`make_sgd`)."""
+    return make_sgd(model.parameters(), config, momentum)
 
 
 @torch.no_grad()
@@ -119,6 +125,19 @@ def backprop_batch(
 def flat_params(model: nn.Module) -> torch.Tensor:
     """Every parameter, flattened and concatenated (a copy)."""
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+@torch.no_grad()
+def write_flat_params(model: nn.Module, flat: torch.Tensor, c: Counters, measure_path: bool = True) -> None:
+    """Copy ``flat`` (every parameter, flattened and concatenated, as :func:`flat_params` gives them)
+    into ``model``; with ``measure_path``, add the change's length to ``c.path`` as a step would."""
+    before = flat_params(model) if measure_path else None
+    offset = 0
+    for p in model.parameters():
+        p.copy_(flat[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+    if measure_path:
+        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
 
 
 def optimizer_step(

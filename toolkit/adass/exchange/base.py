@@ -52,9 +52,14 @@ class Exchange(ABC):
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
         Where the last call spent its time; see :meth:`timers`.
+    pulls_parameters : bool
+        Whether ``reduce`` returns parameters after an optimizer step that servers took (a parameter
+        server with ``update=server``) rather than the mean gradient; workers then copy the result
+        into their model and do not step.
     """
 
     name = "exchange"
+    pulls_parameters: bool = False
 
     def __init__(
         self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0

@@ -1,6 +1,8 @@
 """Parameter Server: S server shards each own a contiguous slice; workers push encoded slices and
-pull back what the servers made of them (the weighted mean gradient, or parameters after a step).
-A worker's sample count travels in the header of each of its pushes (``counts.py``).
+pull back what the servers made of them: the weighted mean gradient (``update=replica``, every
+worker steps its own optimizer) or the shard's parameters after the server's own optimizer step
+(``update=server``, :class:`ShardUpdate`). A worker's sample count travels in the header of each of
+its pushes (``counts.py``).
 
 Ranks ``0..W-1`` are workers and ``W..W+S-1`` servers (``W = world - S``): workers call
 ``reduce``, servers call ``serve_step`` once per step.
@@ -8,7 +10,7 @@ Ranks ``0..W-1`` are workers and ``W..W+S-1`` servers (``W = world - S``): worke
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 
@@ -21,9 +23,24 @@ from .counts import grid_count, require_positive, split_count, with_count
 from .feedback import encode_own
 from .transport import Transport
 
-__all__ = ["ParameterServer"]
+__all__ = ["MODES", "ParameterServer", "ShardUpdate"]
 
-Update = Callable[[int, torch.Tensor], torch.Tensor]  # (shard, mean gradient slice) -> what is pulled
+#: consistency models the spec may name, and the one that is built
+MODES, BUILT_MODES = ("sync", "async", "ssp"), ("sync",)
+
+
+class ShardUpdate(Protocol):
+    """What a server shard owns under ``update=server``: its slice of the parameters and of the
+    optimizer state. Built by the runtime, which knows the model and the optimizer settings."""
+
+    def __call__(self, mean: torch.Tensor | None, epoch: int) -> torch.Tensor:
+        """Step on the mean gradient slice (None: a step without samples, nothing changes) and
+        return the slice's parameters."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
 
@@ -32,6 +49,10 @@ _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
     "ps",
     servers=Param(1, "server shards, each owning a contiguous slice", low=1, high=64),
     pull=Param("fp32", "codec of what workers pull back"),
+    update=Param("replica", "who steps the optimizer: every replica on the pulled mean gradient, or "
+                 "each server on its slice (workers pull parameters)", choices=("replica", "server")),
+    mode=Param("sync", "consistency model (only sync is built)", choices=MODES),
+    staleness=Param(0, "steps a worker may run ahead of the slowest (mode=ssp)", low=0, high=1024),
 )
 class ParameterServer(Exchange):
     """Synchronous parameter server over any transport whose last ``servers`` ranks are servers.
@@ -42,18 +63,24 @@ class ParameterServer(Exchange):
         Number of server shards S; the transport's world is workers + S.
     pull : str
         Codec spec of the pull (servers to workers); fp32 by default.
+    update : {"replica", "server"}
+        ``replica``: servers reply with the mean gradient and every worker steps its optimizer.
+        ``server``: each server steps its :class:`ShardUpdate` (given to :meth:`own` before the first
+        step) and workers pull parameters (:attr:`pulls_parameters`); a step whose counts add up to
+        zero leaves the parameters as they are.
+    mode, staleness
+        The consistency model; only ``mode=sync`` (with ``staleness=0``) is built.
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
-    update : callable, optional
-        Server side: ``update(shard, mean_grad_slice)`` returns what workers pull (e.g. the
-        parameters after an optimizer step on that slice); by default the mean gradient itself.
     """
 
     name = "ps"
 
-    def __init__(self, servers: int = 1, pull: str = "fp32", *, transport: Transport, codec: Codec | str,
-                 seed: int = 0, run: str = "", epoch: int = 0, update: Update | None = None) -> None:  # fmt: skip
+    def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
+                 staleness: int = 0, *, transport: Transport, codec: Codec | str, seed: int = 0,
+                 run: str = "", epoch: int = 0) -> None:  # fmt: skip
         super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
+        self.check(self.codec, servers, pull, update, mode, staleness)
         if transport.world <= servers:
             raise SpecError(
                 f"exchange 'ps:servers={servers}': a world of {transport.world} ranks leaves no worker; "
@@ -61,11 +88,42 @@ class ParameterServer(Exchange):
             )
         self.servers, self.workers = servers, transport.world - servers
         self.pull_codec = make_codec(pull)
-        self.update = update
+        self.pulls_parameters = update == "server"
+        self.shard_update: ShardUpdate | None = None
 
     @classmethod
-    def check(cls, codec: Codec, servers: int = 1, pull: str = "fp32") -> None:
+    def check(cls, codec: Codec, servers: int = 1, pull: str = "fp32", update: str = "replica",
+              mode: str = "sync", staleness: int = 0) -> None:  # fmt: skip
         make_codec(pull)  # a bad pull spec fails here, with its own message
+        if mode not in BUILT_MODES:
+            raise SpecError(f"exchange 'ps': mode={mode} is not built yet; only mode=sync is built")
+        memory = codec.error_feedback()[1]
+        if update == "server" and memory is not None and memory.owns_momentum:
+            raise SpecError(f"exchange 'ps': update=server applies the momentum on the servers; codec "
+                            f"{codec.name!r} applies it on the workers already (use ef(...) or update=replica)")  # fmt: skip
+        if staleness and mode != "ssp":
+            raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
+                            f"with mode={mode} it must be 0")  # fmt: skip
+
+    def own(self, shard_update: ShardUpdate) -> None:
+        """Give this server rank (``update=server``) the parameters and optimizer state it owns."""
+        if not (self.is_server and self.pulls_parameters):
+            raise RuntimeError(f"rank {self.rank} owns no parameters (a worker, or update=replica)")
+        self.shard_update = shard_update
+
+    def state_dict(self) -> dict[str, Any]:
+        """Besides the error-feedback memory, a server's shard (parameters and optimizer state)."""
+        state = super().state_dict()
+        if self.shard_update is not None:
+            state["shard"] = self.shard_update.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.shard_update is not None:
+            if "shard" not in state:
+                raise ValueError(f"server rank {self.rank}: the saved state holds no shard to resume from")
+            self.shard_update.load_state_dict(state["shard"])
 
     @classmethod
     def extra_ranks(cls, servers: int = 1, **params: object) -> int:
@@ -108,7 +166,8 @@ class ParameterServer(Exchange):
         return out
 
     def serve_step(self) -> torch.Tensor:
-        """Receive every worker's push, average (weighted by counts, in worker order), reply.
+        """Receive every worker's push, average (weighted by counts, in worker order), reply with the
+        mean (``update=replica``) or with the shard's parameters after its step (``update=server``).
 
         Returns
         -------
@@ -126,14 +185,18 @@ class ParameterServer(Exchange):
             counts.append(count)
             pushes.append(push)
         total = sum(counts)  # in worker order, and exact: counts lie on a grid
-        require_positive(total)
+        owner = self.shard_update
+        if self.pulls_parameters and owner is None:
+            raise RuntimeError(f"server rank {self.rank}: update=server, but own() gave it no parameters")
+        if owner is None or total != 0:  # owners skip a step without samples (zero counts everywhere)
+            require_positive(total)
         numel = pushes[0].numel
         mean = torch.zeros(numel, dtype=torch.float32)
         with clock.decoding:
             for c, push in zip(counts, pushes, strict=True):
-                if numel:
+                if numel and total:
                     mean += self.codec.decode(push) * (c / total)
-        result = self.update(shard, mean) if self.update is not None else mean
+        result = mean if owner is None else owner(mean if total else None, self.epoch)
         with clock.encoding:
             reply = self.pull_codec.encode(result, self._key(shard, 1)) if numel else _EMPTY
         sends = [t.isend(w, reply, self._meta("pull", 0, shard)) for w in range(self.workers)]

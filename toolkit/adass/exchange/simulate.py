@@ -149,6 +149,9 @@ def simulate(
     canonical = check(exchange, codec_spec)
     entry, params = EXCHANGES.resolve(parse_spec(exchange, "exchange"))
     world = workers + entry.factory.extra_ranks(**params)
+    if params.get("update") == "server":  # one step of averaging: no model here for servers to own
+        raise SpecError(f"simulate: {exchange!r}: update=server steps parameters the servers own; "
+                        "simulate averages gradients (use update=replica)")  # fmt: skip
     if not 1 <= workers or world > MAX_WORLD:
         raise SpecError(
             f"simulate: {workers} workers (+ servers) is not allowed; expected 1..{MAX_WORLD} ranks"

@@ -1,0 +1,70 @@
+"""What a parameter-server shard owns under ``ps:update=server``: its slice of the parameters and of
+the SGD state, stepped on the mean gradient with the replicas' optimizer settings and schedule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..config import RunConfig
+from ..exchange import ChunkLayout
+from ..models import build_model
+from .step import flat_params, make_sgd, set_lr
+
+__all__ = ["ShardOptimizer"]
+
+
+class ShardOptimizer:
+    """One server shard's parameters ``(hi - lo,)`` and SGD state (momentum buffer, weight decay).
+
+    Parameters
+    ----------
+    params : Tensor
+        The shard's initial parameters, a slice of every parameter flattened in model order.
+    config : RunConfig
+        The run: learning rate and schedule, momentum and weight decay, as a replica's optimizer has.
+
+    Notes
+    -----
+    SGD works elementwise, so stepping a slice of the flat parameters gives, value for value, what a
+    replica's optimizer gives stepping the whole model on the same mean gradient.
+    """
+
+    def __init__(self, params: torch.Tensor, config: RunConfig) -> None:
+        self.config = config
+        self.params = params.detach().to(torch.float32).clone()
+        self.optimizer = make_sgd([self.params], config)
+
+    @classmethod
+    def for_shard(
+        cls, config: RunConfig, shape: tuple[int, ...], classes: int, shard: int, servers: int
+    ) -> ShardOptimizer:
+        """Shard ``shard`` of ``servers`` of the initial model: built from the run seed, as every
+        replica builds it, so nothing needs to be sent before the first step."""
+        flat = flat_params(build_model(config.model.model, shape, classes, seed=config.optim.seed))
+        lo, hi = ChunkLayout(flat.numel(), servers).chunks[shard]
+        return cls(flat[lo:hi], config)
+
+    @torch.no_grad()
+    def __call__(self, mean: torch.Tensor | None, epoch: int) -> torch.Tensor:
+        """One optimizer step on ``mean`` (None: a step without samples, no step) at ``epoch``'s
+        learning rate; returns a copy of the parameters, which workers pull."""
+        if mean is not None:
+            set_lr(self.optimizer, self.config, epoch)
+            self.params.grad = mean
+            self.optimizer.step()
+            self.params.grad = None
+        return self.params.clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The parameters and the optimizer's state, as CPU tensors."""
+        return {"params": self.params.clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["params"].shape != self.params.shape:
+            raise ValueError(f"a saved shard of {tuple(state['params'].shape)} values does not fit this "
+                             f"shard of {tuple(self.params.shape)}")  # fmt: skip
+        self.params.copy_(state["params"])
+        self.optimizer.load_state_dict(state["optimizer"])
