@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,12 +96,13 @@ class Arm:
     codec: str
 
 
+DDP_ARM, RING_FP32 = Arm(DDP_FP32, "", "fp32"), Arm("ring fp32", RING, "fp32")
 ARMS = [
-    Arm(DDP_FP32, "", "fp32"),
+    DDP_ARM,
     Arm("DDP fp16 hook", "", "fp16"),
     Arm("DDP PowerSGD rank 1", "", "powersgd:rank=1"),
     Arm("DDP PowerSGD rank 4", "", "powersgd:rank=4"),
-    Arm("ring fp32", RING, "fp32"),
+    RING_FP32,
     Arm("ring qsgd:bits=8", QSGD_RING, "qsgd:bits=8"),
     Arm(f"RS-ADASS ring {RS_CODEC}", RING, RS_CODEC),
     Arm("PS fp32", PS, "fp32"),
@@ -123,6 +125,10 @@ class LabPlan:
         One untimed PS epoch per model first, so no arm pays the workers' first-use costs.
     timeout_s : float
         How long a rank waits for the others (and the client for a run's ranks).
+    pairs : int
+        Rounds of DDP fp32 and ring fp32 run back to back (the first inside the arms' own pass):
+        their step times are the medians over rounds and the ring's ratio to DDP is the median of
+        the per-round ratios, since one run of each is at the mercy of whatever else the cores do.
     """
 
     setting: dict
@@ -130,10 +136,11 @@ class LabPlan:
     workers: int
     warm_up: bool
     timeout_s: float
+    pairs: int = 1
 
 
 LAB_FULL = LabPlan({"data": "mnist5k", "batch_size": 64, "lr": 0.05, "epochs": 1, "seed": 0},
-                   ("mlp:hidden=128", "mlp:hidden=1280"), 4, True, 600.0)  # fmt: skip
+                   ("mlp:hidden=128", "mlp:hidden=1280"), 4, True, 600.0, pairs=5)  # fmt: skip
 LAB_QUICK = LabPlan({"data": "synthetic:n=480,d=8,classes=3,test=120", "batch_size": 32, "lr": 0.1,
                      "epochs": 1, "seed": 0}, ("mlp:hidden=16",), 2, False, 120.0)  # fmt: skip
 
@@ -224,15 +231,37 @@ def measure(scheduler: str, state: LabState, rate: str, plan: LabPlan) -> pd.Dat
                 steps = got.pop("steps")
                 rows.append({"rate": rate, "model": model, "params": params, "arm": arm.name, **got,
                              "kernel_MB_step": sum(sent) / steps / 1e6,
-                             "link_ms": 1e3 * max(sent) / steps * 8 / rate_bps})  # fmt: skip
+                             "link_ms": 1e3 * max(sent) / steps * 8 / rate_bps, "pair_ratio": float("nan")})  # fmt: skip
                 print(f"{rate} {model} {arm.name}: {got['step_ms']:.1f} ms a step", flush=True)
+            _paired(rows, base, handle, state, plan)
     return pd.DataFrame(rows)
 
 
+def _paired(rows: list[dict], base: RunConfig, handle: ClusterHandle, state: LabState, plan: LabPlan) -> None:
+    """``plan.pairs - 1`` more rounds of DDP fp32 then ring fp32; their rows (the last two of each
+    kind in ``rows``) get the median step time over all rounds and the ring's row the median of the
+    per-round ratios."""
+    ddp_row = next(r for r in reversed(rows) if r["arm"] == DDP_FP32)
+    ring_row = next(r for r in reversed(rows) if r["arm"] == RING_FP32.name)
+    ddp_ms, ring_ms = [ddp_row["step_ms"]], [ring_row["step_ms"]]
+    for _ in range(plan.pairs - 1):
+        ddp_ms.append(_run_arm(base, handle, state, plan.workers, DDP_ARM)["step_ms"])
+        ring_ms.append(_run_arm(base, handle, state, plan.workers, RING_FP32)["step_ms"])
+    ratios = [r / d for r, d in zip(ring_ms, ddp_ms, strict=True)]
+    ddp_row["step_ms"], ring_row["step_ms"] = statistics.median(ddp_ms), statistics.median(ring_ms)
+    ring_row["pair_ratio"] = statistics.median(ratios)
+    print(f"ring fp32 / DDP fp32 over {plan.pairs} rounds: " + ", ".join(f"{r:.2f}" for r in ratios), flush=True)
+
+
 def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """``step_vs_ddp``: each arm's step time over DDP fp32's; for ring fp32, the median of its
+    per-round ratios where rounds were paired."""
     ddp = table[table["arm"] == DDP_FP32].set_index(["rate", "model"])["step_ms"]
     key = pd.MultiIndex.from_frame(table[["rate", "model"]])
-    return table.assign(step_vs_ddp=table["step_ms"].to_numpy() / ddp.reindex(key).to_numpy())[LAB_COLUMNS]
+    ratio = table["step_ms"].to_numpy() / ddp.reindex(key).to_numpy()
+    if "pair_ratio" in table:
+        ratio = table["pair_ratio"].where(table["pair_ratio"].notna(), ratio).to_numpy()
+    return table.assign(step_vs_ddp=ratio)[LAB_COLUMNS]
 
 
 def lab_targets(table: pd.DataFrame) -> pd.DataFrame:
@@ -297,6 +326,8 @@ def _header(plan: LabPlan, rates: list[str], elapsed_s: float, load: tuple[float
         "Dask's own messages included) per step; wire_MB_step: the project's own count of gradient bytes "
         "sent; compute_ms: forward + backward of the slowest rank; link_ms: the busiest host's kernel "
         "bytes per step at the link rate.", "",
+        f"DDP fp32 and ring fp32 ran {plan.pairs} round(s) back to back per rate and model: their step_ms is "
+        "the median over rounds and ring fp32's step_vs_ddp the median of the per-round ratios.", "",
     ]  # fmt: skip
 
 
