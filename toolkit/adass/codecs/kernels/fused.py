@@ -1,0 +1,156 @@
+"""Fused numba loops for QSGD (4 and 8 bits) and random-k: one pass over the values, no temporaries.
+
+QSGD encode works bucket by bucket: the max-abs of the bucket (read from memory), its gain, then
+the bucket again (now from the L1 cache) rounded with the 16-bit lanes of SFC64 words generated in
+the loop, the same words ``numpy.random.SFC64(seed).random_raw`` gives (state taken from numpy's
+seeding), and packed. Every operation is the reference's float32 operation in the same order, so
+the codes are bit-identical. Functions compile on first call and are cached on disk
+(``cache=True``: next to this file, or numba's user cache directory where that is read-only, or
+``NUMBA_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sfc64_state"]
+
+_LANE = np.float32(2.0**-16)
+
+
+def sfc64_state(seed: int) -> np.ndarray:
+    """The state ``(a, b, c, counter)`` of ``numpy.random.SFC64(seed)`` before its first word."""
+    return np.random.SFC64(seed).state["state"]["state"].copy()
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next(s):
+    tmp = s[0] + s[1] + s[3]
+    s[3] += np.uint64(1)
+    s[0] = s[1] ^ (s[1] >> np.uint64(11))
+    s[1] = s[2] + (s[2] << np.uint64(3))
+    s[2] = ((s[2] << np.uint64(24)) | (s[2] >> np.uint64(40))) + tmp
+    return tmp
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode(x, scale, out, state, bucket, bits, given):
+    n = x.size
+    half = np.float32((2**bits - 2) // 2)
+    top = np.float32(2**bits - 2)
+    offset = half + np.float32(0.5) + np.float32(2.0**-17)
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
+    lanes = words.view(np.int16)
+    level = np.empty(bucket + 1, dtype=np.uint8)
+    made = 0  # words generated so far
+    last = np.uint64(0)
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        hi = min(lo + bucket, n)
+        if given:
+            m = scale[b]
+        else:
+            xs = x[lo:hi]
+            top_v = xs[0]
+            low_v = xs[0]
+            for i in range(xs.size):
+                v = xs[i]
+                top_v = v if v > top_v else top_v
+                low_v = v if v < low_v else low_v
+            m = max(top_v, -low_v)
+            scale[b] = m
+        gain = (one / (m if m > zero else one)) * half
+        wlo = lo >> 2
+        whi = (hi + 3) >> 2
+        for j in range(wlo, whi):
+            if j < made:
+                words[j - wlo] = last
+            else:
+                last = _next(state)
+                words[j - wlo] = last
+                made += 1
+        skip = lo - 4 * wlo
+        ls = lanes[skip : skip + hi - lo]
+        xs = x[lo:hi]
+        g64 = np.float64(gain)
+        for i in range(xs.size):
+            u = np.float32(ls[i]) * _LANE + offset
+            # one rounding of u + x * gain, as torch's addcmul (a fused multiply-add); the product
+            # of two float32 numbers is exact in float64
+            v = np.float32(np.float64(u) + np.float64(xs[i]) * g64)
+            v = v if v > zero else zero
+            v = v if v < top else top
+            level[i] = np.uint8(np.int16(v))
+        if bits == 8:
+            for i in range(hi - lo):
+                out[lo + i] = level[i]
+        else:  # 4 bits: two codes a byte, the first in the low nibble (buckets of even length)
+            count = hi - lo
+            if count & 1:
+                level[count] = 0
+            for i in range((count + 1) >> 1):
+                out[(lo >> 1) + i] = level[2 * i] | (level[2 * i + 1] << np.uint8(4))
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode8(codes, spacing, out, bucket, centre):
+    n = out.size
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        d = spacing[b]
+        src = codes[lo : lo + bucket]
+        dst = out[lo : lo + bucket]
+        for i in range(dst.size):
+            dst[i] = (np.float32(src[i]) - centre) * d
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode4(codes, spacing, out, bucket, centre):
+    n = out.size
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        hi = min(lo + bucket, n)
+        d = spacing[b]
+        for i in range(lo, hi):
+            c = (codes[i >> 1] >> np.uint8(4 * (i & 1))) & np.uint8(15)
+            out[i] = (np.float32(c) - centre) * d
+
+
+def qsgd_encode(
+    x: np.ndarray, scale: np.ndarray | None, seed: int, bucket: int, bits: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed codes and per-bucket scales of float32 ``x`` (``scale`` given: used as it is)."""
+    n = x.size
+    if bits == 4 and bucket % 2:
+        raise ValueError("fused 4-bit encode needs an even bucket")
+    nb = -(-n // bucket)
+    given = scale is not None
+    scales = scale if given else np.empty(nb, dtype=np.float32)
+    out = np.empty((n * bits + 7) // 8, dtype=np.uint8)
+    _encode(x, scales, out, sfc64_state(seed), bucket, bits, given)
+    return out, scales
+
+
+def qsgd_decode(
+    codes: np.ndarray, spacing: np.ndarray, out: np.ndarray, bucket: int, bits: int, centre: float
+) -> None:
+    """``(code - centre) * spacing[bucket]`` into float32 ``out``, codes packed ``bits`` (4 or 8) wide."""
+    (_decode8 if bits == 8 else _decode4)(codes, spacing, out, bucket, np.float32(centre))
+
+
+@numba.njit(cache=True, nogil=True)
+def randk_gather(x, idx, out):
+    """``out[i] = x[idx[i]]``."""
+    for i in range(idx.size):
+        out[i] = x[idx[i]]
+
+
+@numba.njit(cache=True, nogil=True)
+def randk_scatter(values, idx, gain, out):
+    """``out[idx[i]] = values[i] * gain`` (float32)."""
+    g = np.float32(gain)
+    for i in range(idx.size):
+        out[idx[i]] = values[i] * g
