@@ -206,6 +206,9 @@ class QSGD(Codec):
         seed = seed_for(key, "qsgd", shared=False)
         codes, scales = fused.qsgd_encode(x.detach().contiguous().numpy(), given, seed, self.bucket, self.bits)
         scales_t = torch.from_numpy(scales)
+        if given is None and bool((scales_t == 0).any()):
+            # an all-zero bucket's scale is a signed zero, whose sign follows torch's reductions
+            scales_t = torch.where(scales_t == 0, self.local_scale(x), scales_t)
         if self._math_dtype(scales_t, self.levels) != torch.float32:  # a scale below 2**-100
             return self._encode_reference(x, key, scale)
         return Payload(

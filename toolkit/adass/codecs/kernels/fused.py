@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
+from numba.extending import intrinsic
 
 __all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sfc64_state"]
 
@@ -34,6 +36,55 @@ def _next(s):
     return tmp
 
 
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """``a * b + c`` rounded once (LLVM's fma): what torch's vectorised ``addcmul`` computes."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _max_abs(xs):
+    """``max(max(xs), -min(xs))`` as the reference's ``torch.maximum(amax, -amin)``: the largest
+    magnitude, found on the integer bits (a vectorised integer max), with a zero's sign as torch's."""
+    bits = xs.view(np.int32)
+    top = np.int32(0)
+    for i in range(bits.size):
+        v = bits[i] & np.int32(0x7FFFFFFF)
+        top = v if v > top else top
+    if top != 0:
+        return np.array([top], dtype=np.int32).view(np.float32)[0]
+    # all zeros: torch.maximum(amax, -amin) keeps its first argument, +0 unless every zero is -0
+    for i in range(bits.size):
+        if bits[i] == 0:
+            return np.float32(0.0)
+    return np.float32(-0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _round(lanes, xs, gain, offset, top, level):
+    """``level = clamp(floor(lane * 2**-16 + offset + x * gain), 0, top)`` as uint8, in float32
+    as the reference: the lane offset, then one fused multiply-add."""
+    zero = np.float32(0.0)
+    for i in range(xs.size):
+        u = np.float32(lanes[i]) * _LANE + offset
+        v = _fma32(xs[i], gain, u)
+        v = v if v > zero else zero
+        v = v if v < top else top
+        level[i] = np.uint8(np.int16(v))
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack4(level, out):
+    """Two 4-bit codes a byte, the first in the low nibble (``level`` has an even length)."""
+    for i in range(out.size):
+        out[i] = level[2 * i] | (level[2 * i + 1] << np.uint8(4))
+
+
 @numba.njit(cache=True, nogil=True)
 def _encode(x, scale, out, state, bucket, bits, given):
     n = x.size
@@ -44,55 +95,33 @@ def _encode(x, scale, out, state, bucket, bits, given):
     zero = np.float32(0.0)
     words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
     lanes = words.view(np.int16)
-    level = np.empty(bucket + 1, dtype=np.uint8)
+    level = np.zeros(bucket + 1, dtype=np.uint8)
     made = 0  # words generated so far
     last = np.uint64(0)
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
         hi = min(lo + bucket, n)
+        count = hi - lo
         if given:
             m = scale[b]
         else:
-            xs = x[lo:hi]
-            top_v = xs[0]
-            low_v = xs[0]
-            for i in range(xs.size):
-                v = xs[i]
-                top_v = v if v > top_v else top_v
-                low_v = v if v < low_v else low_v
-            m = max(top_v, -low_v)
+            m = _max_abs(x[lo:hi])
             scale[b] = m
         gain = (one / (m if m > zero else one)) * half
         wlo = lo >> 2
-        whi = (hi + 3) >> 2
-        for j in range(wlo, whi):
-            if j < made:
-                words[j - wlo] = last
-            else:
+        for j in range(wlo, (hi + 3) >> 2):
+            if j >= made:  # a word of the previous bucket is still in words[0] otherwise
                 last = _next(state)
-                words[j - wlo] = last
                 made += 1
+            words[j - wlo] = last
         skip = lo - 4 * wlo
-        ls = lanes[skip : skip + hi - lo]
-        xs = x[lo:hi]
-        g64 = np.float64(gain)
-        for i in range(xs.size):
-            u = np.float32(ls[i]) * _LANE + offset
-            # one rounding of u + x * gain, as torch's addcmul (a fused multiply-add); the product
-            # of two float32 numbers is exact in float64
-            v = np.float32(np.float64(u) + np.float64(xs[i]) * g64)
-            v = v if v > zero else zero
-            v = v if v < top else top
-            level[i] = np.uint8(np.int16(v))
         if bits == 8:
-            for i in range(hi - lo):
-                out[lo + i] = level[i]
-        else:  # 4 bits: two codes a byte, the first in the low nibble (buckets of even length)
-            count = hi - lo
+            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, out[lo:hi])
+        else:  # 4 bits: buckets of even length start on a byte
+            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, level[:count])
             if count & 1:
                 level[count] = 0
-            for i in range((count + 1) >> 1):
-                out[(lo >> 1) + i] = level[2 * i] | (level[2 * i + 1] << np.uint8(4))
+            _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
 
 
 @numba.njit(cache=True, nogil=True)
