@@ -137,12 +137,26 @@ def _decode8(codes, spacing, out, bucket, centre):
 
 
 @numba.njit(cache=True, nogil=True)
+def _decode_pairs(codes, out, centre, d):
+    """Both nibbles of each byte of ``codes``, low first, into ``out`` (twice as long)."""
+    mask = np.uint8(15)
+    for j in range(codes.size):
+        c = codes[j]
+        out[2 * j] = (np.float32(c & mask) - centre) * d
+        out[2 * j + 1] = (np.float32(c >> np.uint8(4)) - centre) * d
+
+
+@numba.njit(cache=True, nogil=True)
 def _decode4(codes, spacing, out, bucket, centre):
     n = out.size
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
         hi = min(lo + bucket, n)
         d = spacing[b]
+        if lo & 1 == 0:  # whole bytes, then a last low nibble
+            pairs = (hi - lo) >> 1
+            _decode_pairs(codes[lo >> 1 : (lo >> 1) + pairs], out[lo : lo + 2 * pairs], centre, d)
+            lo += 2 * pairs
         for i in range(lo, hi):
             c = (codes[i >> 1] >> np.uint8(4 * (i & 1))) & np.uint8(15)
             out[i] = (np.float32(c) - centre) * d
