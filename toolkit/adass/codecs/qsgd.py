@@ -24,7 +24,9 @@ codes, so ``add`` sums codes exactly and repacks them ``bits_for(P*L)`` wide
 
 Speed. Encoding and decoding work on bucket views of the chunk (no padded copies), keep codes in the
 narrowest integer type (uint8 up to 8 bits) and compute in float32 wherever that is exact enough
-(``_math_dtype``), falling back to float64 otherwise.
+(``_math_dtype``), falling back to float64 otherwise. On the CPU, 4- and 8-bit payloads are
+encoded and decoded by the fused kernels of ``kernels`` when they are selected (one pass per
+bucket, byte-identical to the torch code here, which stays the reference).
 """
 
 from __future__ import annotations
@@ -149,7 +151,6 @@ class QSGD(Codec):
         the local one. Values beyond the scale are clipped to it. The rounding draws come from
         ``seed_for(key, "qsgd", shared=False)``: independent across ranks and hops."""
         x = as_chunk(x)
-        n, nb = x.numel(), self.buckets(x.numel())
         if self._fusable(x, scale):
             return self._encode_fused(x, key, scale)
         return self._encode_reference(x, key, scale)
@@ -198,13 +199,14 @@ class QSGD(Codec):
         """``encode`` by the fused kernel; falls back to the reference where a scale is tiny."""
         from .kernels import fused
 
-        given = None
+        given, nb = None, self.buckets(x.numel())
         if scale is not None:
             given = scale.detach().to(torch.float32).reshape(-1).contiguous().numpy().copy()
-            if given.size != self.buckets(x.numel()):
-                raise ValueError(f"{self.name}: scale has {given.size} entries; need {self.buckets(x.numel())}")
+            if given.size != nb:
+                raise ValueError(f"{self.name}: scale has {given.size} entries; need {nb}")
         seed = seed_for(key, "qsgd", shared=False)
-        codes, scales = fused.qsgd_encode(x.detach().contiguous().numpy(), given, seed, self.bucket, self.bits)
+        values = x.detach().contiguous().numpy()
+        codes, scales = fused.qsgd_encode(values, given, seed, self.bucket, self.bits)
         scales_t = torch.from_numpy(scales)
         if given is None and bool((scales_t == 0).any()):
             # an all-zero bucket's scale is a signed zero, whose sign follows torch's reductions
@@ -301,9 +303,8 @@ class QSGD(Codec):
         ):  # fmt: skip
             from .kernels import fused
 
-            fused.qsgd_decode(
-                codes.contiguous().numpy(), spacing.contiguous().numpy(), out.numpy(), self.bucket, width, total / 2
-            )
+            packed, gaps = codes.contiguous().numpy(), spacing.contiguous().numpy()
+            fused.qsgd_decode(packed, gaps, out.numpy(), self.bucket, width, total / 2)
             return
         out.copy_(self.codes(payload, code_dtype(width))).sub_(total / 2)  # U - count*L/2
         for rows, d in zip(self._rows_of(out), self._parts_of(spacing, n), strict=True):
