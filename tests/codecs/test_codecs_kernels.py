@@ -46,7 +46,9 @@ def test_fused_qsgd_payloads_and_decodes_are_the_reference_bits(spec, kind):
     for n in LENGTHS:
         x = _chunk(n, kind)
         key = ChunkKey(3, 5, n, rank=1, hop=2)
-        scale = codec.local_scale(x) * 1.25 if codec.shared else None
+        # shared mode: an agreed scale above some buckets' own and below others' (values clipped)
+        factor = torch.tensor([1.25, 0.5]).repeat(codec.buckets(n))[: codec.buckets(n)]
+        scale = codec.local_scale(x) * factor if codec.shared else None
         ref, fused = _both(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
         assert ref.header == fused.header
         for name in ref.tensors:
@@ -81,3 +83,17 @@ def test_the_switch_selects_and_restores_the_kernels():
             kernels.use("fast")
     finally:
         kernels.use(previous)
+
+
+def test_the_environment_variable_selects_the_kernels_in_a_fresh_process():
+    import os
+    import subprocess
+    import sys
+
+    code = "from adass.codecs import kernels; print(kernels.active())"
+    env = {**os.environ, "ADASS_CODEC_KERNELS": "reference"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "reference"
+    env["ADASS_CODEC_KERNELS"] = "fast"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "ADASS_CODEC_KERNELS='fast' unknown" in bad.stderr

@@ -28,7 +28,19 @@ def available() -> bool:
     return True
 
 
-_state = {"kernels": os.environ.get("ADASS_CODEC_KERNELS", "fused" if available() else "reference")}
+def _from_environment() -> str:
+    """``ADASS_CODEC_KERNELS`` if set (checked), else ``"fused"`` where numba imports."""
+    chosen = os.environ.get("ADASS_CODEC_KERNELS", "").strip()
+    if not chosen:
+        return "fused" if available() else "reference"
+    if chosen not in KERNELS:
+        raise ValueError(f"ADASS_CODEC_KERNELS={chosen!r} unknown; expected one of {KERNELS}")
+    if chosen == "fused" and not available():
+        raise RuntimeError("ADASS_CODEC_KERNELS=fused needs numba, which does not import here")
+    return chosen
+
+
+_state = {"kernels": _from_environment()}
 
 
 def use(kernels: str) -> str:
