@@ -112,7 +112,7 @@ class RandomK(Sparsifier):
         if k:
             gain = n / k if self.scale else 1.0
             idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device)
-            if _fusable(out, idx) and values.device.type == "cpu":
+            if _fusable(out, idx) and values.device.type == "cpu" and out.numel() == n:
                 from .kernels import fused
 
                 v = values.detach().to(torch.float32).contiguous()

@@ -4,7 +4,10 @@ QSGD encode works bucket by bucket: the max-abs of the bucket (read from memory)
 the bucket again (now from the L1 cache) rounded with the 16-bit lanes of SFC64 words generated in
 the loop, the same words ``numpy.random.SFC64(seed).random_raw`` gives (state taken from numpy's
 seeding), and packed. Every operation is the reference's float32 operation in the same order, so
-the codes are bit-identical. Functions compile on first call and are cached on disk
+the codes are bit-identical: the rounding is one fused multiply-add, as torch's vectorised
+``addcmul`` computes it on CPUs with FMA (the tests compare the two wherever they run), and the
+scale of an all-zero bucket, a signed zero whose sign follows torch's reductions, is taken from
+the reference. The loops index without bounds checks: the wrappers size every array. Functions compile on first call and are cached on disk
 (``cache=True``: next to this file, or numba's user cache directory where that is read-only, or
 ``NUMBA_CACHE_DIR``).
 """
@@ -28,6 +31,7 @@ def sfc64_state(seed: int) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _next(s):
+    """The next word of SFC64 with state ``s = (a, b, c, counter)``, as numpy's ``sfc64_next``."""
     tmp = s[0] + s[1] + s[3]
     s[3] += np.uint64(1)
     s[0] = s[1] ^ (s[1] >> np.uint64(11))
@@ -87,6 +91,8 @@ def _pack4(level, out):
 
 @numba.njit(cache=True, nogil=True)
 def _encode(x, scale, out, state, bucket, bits, given):
+    """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
+    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values."""
     n = x.size
     half = np.float32((2**bits - 2) // 2)
     top = np.float32(2**bits - 2)
@@ -126,6 +132,7 @@ def _encode(x, scale, out, state, bucket, bits, given):
 
 @numba.njit(cache=True, nogil=True)
 def _decode8(codes, spacing, out, bucket, centre):
+    """``out[i] = (codes[i] - centre) * spacing[i // bucket]`` for byte-wide codes."""
     n = out.size
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
@@ -148,6 +155,7 @@ def _decode_pairs(codes, out, centre, d):
 
 @numba.njit(cache=True, nogil=True)
 def _decode4(codes, spacing, out, bucket, centre):
+    """``_decode8`` for codes packed two a byte, low nibble first."""
     n = out.size
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
