@@ -24,7 +24,9 @@ codes, so ``add`` sums codes exactly and repacks them ``bits_for(P*L)`` wide
 
 Speed. Encoding and decoding work on bucket views of the chunk (no padded copies), keep codes in the
 narrowest integer type (uint8 up to 8 bits) and compute in float32 wherever that is exact enough
-(``_math_dtype``), falling back to float64 otherwise.
+(``_math_dtype``), falling back to float64 otherwise. On the CPU, 4- and 8-bit payloads are
+encoded and decoded by the fused kernels of ``kernels`` when they are selected (one pass per
+bucket, byte-identical to the torch code here, which stays the reference).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import torch
 
 from ..registry import Param
+from . import kernels
 from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
 from .packing import bits_for, code_dtype, pack_bits, packed_nbytes, unpack_bits
 from .spec import CODECS, canonical
@@ -148,6 +151,12 @@ class QSGD(Codec):
         the local one. Values beyond the scale are clipped to it. The rounding draws come from
         ``seed_for(key, "qsgd", shared=False)``: independent across ranks and hops."""
         x = as_chunk(x)
+        if self._fusable(x, scale):
+            return self._encode_fused(x, key, scale)
+        return self._encode_reference(x, key, scale)
+
+    def _encode_reference(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None) -> Payload:
+        """``encode`` in pure torch: the reference, and the path for every device and width."""
         n, nb = x.numel(), self.buckets(x.numel())
         if scale is None:
             scale = self.local_scale(x)
@@ -174,6 +183,42 @@ class QSGD(Codec):
         # float -> int16 -> uint8 is several times faster than float -> uint8 on CPU
         codes = level.to(torch.int16).to(dtype) if dtype == torch.uint8 else level.to(dtype)
         return self._payload(codes, scale, n, count=1)
+
+    def _fusable(self, x: torch.Tensor, scale: torch.Tensor | None) -> bool:
+        """Whether the fused kernel encodes ``x``: selected, CPU float32, 4 or 8 bits, max-abs
+        scale, float32 math (no scale below ``2**-100``)."""
+        if not (kernels.fused_enabled() and self.bits in (8, 4) and x.device.type == "cpu"):
+            return False
+        if x.dtype != torch.float32 or x.numel() == 0 or (self.bits == 4 and self.bucket % 2):
+            return False
+        if scale is None:
+            return self.norm == "max"
+        return scale.device.type == "cpu"
+
+    def _encode_fused(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None) -> Payload:
+        """``encode`` by the fused kernel; falls back to the reference where a scale is tiny."""
+        from .kernels import fused
+
+        given, nb = None, self.buckets(x.numel())
+        if scale is not None:
+            given = scale.detach().to(torch.float32).reshape(-1).contiguous().numpy().copy()
+            if given.size != nb:
+                raise ValueError(f"{self.name}: scale has {given.size} entries; need {nb}")
+        seed = seed_for(key, "qsgd", shared=False)
+        values = x.detach().contiguous().numpy()
+        codes, scales = fused.qsgd_encode(values, given, seed, self.bucket, self.bits)
+        scales_t = torch.from_numpy(scales)
+        if given is None and bool((scales_t == 0).any()):
+            # an all-zero bucket's scale is a signed zero, whose sign follows torch's reductions
+            scales_t = torch.where(scales_t == 0, self.local_scale(x), scales_t)
+        if self._math_dtype(scales_t, self.levels) != torch.float32:  # a scale below 2**-100
+            return self._encode_reference(x, key, scale)
+        return Payload(
+            {"codes": torch.from_numpy(codes), "scales": scales_t},
+            numel=x.numel(),
+            header={"numel": x.numel(), "bits": self.bits, "count": 1},
+            header_bytes=HEADER_BYTES,
+        )
 
     @staticmethod
     def _math_dtype(scale: torch.Tensor, total: int) -> torch.dtype:
@@ -251,6 +296,16 @@ class QSGD(Codec):
         n, total = payload.numel, payload.header["count"] * self.levels
         width, scale = payload.header["bits"], payload.tensors["scales"]
         spacing = (scale.to(torch.float64) * (2 / self.levels)).to(out.dtype)
+        codes = payload.tensors["codes"]
+        if (
+            kernels.fused_enabled() and width in (8, 4) and out.dtype == torch.float32 and n
+            and out.device.type == "cpu" and codes.device.type == "cpu" and out.is_contiguous()
+        ):  # fmt: skip
+            from .kernels import fused
+
+            packed, gaps = codes.contiguous().numpy(), spacing.contiguous().numpy()
+            fused.qsgd_decode(packed, gaps, out.numpy(), self.bucket, width, total / 2)
+            return
         out.copy_(self.codes(payload, code_dtype(width))).sub_(total / 2)  # U - count*L/2
         for rows, d in zip(self._rows_of(out), self._parts_of(spacing, n), strict=True):
             rows.mul_(d[:, None])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..registry import Param
+from . import kernels
 from .base import ChunkKey, KeyedValues, Payload, as_chunk, generator_for
 from .sampling import IndexCache, distinct_sample
 from .sparse import Sparsifier
@@ -37,6 +38,14 @@ PARAMS = {
     ),
     "warmup": WARMUP,
 }
+
+
+def _fusable(x: torch.Tensor, idx: torch.Tensor) -> bool:
+    """Whether the fused gather/scatter handles ``x`` (selected, CPU, contiguous float32)."""
+    return (
+        kernels.fused_enabled() and x.device.type == "cpu" and x.dtype == torch.float32
+        and x.is_contiguous() and not x.requires_grad and idx.numel() > 0
+    )  # fmt: skip
 
 
 class RandomK(Sparsifier):
@@ -92,7 +101,14 @@ class RandomK(Sparsifier):
 
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The values at the shared coordinates, and a header naming the chunk."""
-        values = torch.index_select(x, 0, self.indices(x.numel(), key, x.device))  # faster than x[i]
+        idx = self.indices(x.numel(), key, x.device)
+        if _fusable(x, idx):
+            from .kernels import fused
+
+            values = torch.empty(idx.numel(), dtype=x.dtype)
+            fused.randk_gather(x.detach().numpy(), idx.numpy(), values.numpy())
+        else:
+            values = torch.index_select(x, 0, idx)  # faster than x[i]
         header = {"numel": x.numel(), "seed": key.seed, "step": key.step, "chunk": key.chunk}
         return values, Payload({}, x.numel(), header, HEADER_BYTES)
 
@@ -109,7 +125,13 @@ class RandomK(Sparsifier):
         if k:
             gain = n / k if self.scale else 1.0
             idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device, k)
-            out.index_copy_(0, idx, values.to(torch.float32) * gain)
+            if _fusable(out, idx) and values.device.type == "cpu" and out.numel() == n:
+                from .kernels import fused
+
+                v = values.detach().to(torch.float32).contiguous()
+                fused.randk_scatter(v.numpy(), idx.numpy(), gain, out.numpy())
+            else:
+                out.index_copy_(0, idx, values.to(torch.float32) * gain)
 
     def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
         """The shared coordinates of the payload's chunk key."""

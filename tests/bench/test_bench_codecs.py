@@ -1,0 +1,17 @@
+"""The codec kernels benchmark runs in quick mode and writes every row it promises."""
+
+import pandas as pd
+
+from adass.bench import codecs
+from adass.cli import main
+
+
+def test_quick_codecs_bench_writes_reference_and_fused_rows(tmp_path, capsys):
+    assert main(["bench", "codecs", "--quick", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("# adass bench codecs (quick)")
+    table = pd.read_csv(tmp_path / "codecs.csv")
+    assert (tmp_path / "codecs.md").exists()
+    kernels = sorted(set(table["kernels"]))
+    assert set(zip(table["codec"], table["op"], strict=True)) == set(codecs.TARGETS)
+    assert len(table) == len(codecs.TARGETS) * len(kernels)
+    assert (table["ms"] > 0).all() and (table["vs_baseline"] > 0).all()

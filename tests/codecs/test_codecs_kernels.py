@@ -1,0 +1,99 @@
+"""The fused codec kernels give the reference's payloads bit for bit, and the switch selects them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from adass.codecs import ChunkKey, kernels, make_codec
+
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba does not import")
+
+QSGD = ["qsgd:bits=8", "qsgd:bits=4", "qsgd:bits=8,bucket=7", "qsgd:bits=4,bucket=6",
+        "qsgd:bits=4,bucket=7", "qsgd:bits=8,shared=true", "qsgd:bits=2"]  # fmt: skip
+LENGTHS = [0, 1, 2, 3, 5, 7, 511, 512, 513, 1537, 40_001]
+
+
+def _chunk(n: int, kind: str) -> torch.Tensor:
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 3
+    if kind == "zero":
+        return torch.zeros(n)
+    if kind == "negative zero":
+        return -torch.zeros(n)
+    if kind == "zero buckets":  # whole zero buckets (signed both ways) between nonzero ones
+        x[: min(n, 600)] = 0.0
+        x[min(n, 1024) : min(n, 1100)] = -0.0
+    return x
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``t``: equal bytes, equal payload (signed zeros and NaN bits included)."""
+    return t.contiguous().view(torch.uint8)
+
+
+def _both(fn):
+    with kernels.using("reference"):
+        ref = fn()
+    with kernels.using("fused"):
+        fused = fn()
+    return ref, fused
+
+
+@pytest.mark.parametrize("spec", QSGD)
+@pytest.mark.parametrize("kind", ["randn", "zero", "negative zero", "zero buckets"])
+def test_fused_qsgd_payloads_and_decodes_are_the_reference_bits(spec, kind):
+    codec = make_codec(spec)
+    for n in LENGTHS:
+        x = _chunk(n, kind)
+        key = ChunkKey(3, 5, n, rank=1, hop=2)
+        # shared mode: an agreed scale above some buckets' own and below others' (values clipped)
+        factor = torch.tensor([1.25, 0.5]).repeat(codec.buckets(n))[: codec.buckets(n)]
+        scale = codec.local_scale(x) * factor if codec.shared else None
+        ref, fused = _both(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
+        assert ref.header == fused.header
+        for name in ref.tensors:
+            assert torch.equal(_bits(ref.tensors[name]), _bits(fused.tensors[name])), (spec, kind, n, name)
+        decoded = _both(lambda c=codec, p=ref: c.decode(p))
+        assert torch.equal(_bits(decoded[0]), _bits(decoded[1])), (spec, kind, n)
+        out = torch.empty(n)
+        with kernels.using("fused"):
+            codec.decode_into(ref, out)
+        assert torch.equal(_bits(out), _bits(decoded[0]))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 99, 1000, 40_001])
+def test_fused_random_k_gathers_and_scatters_the_reference_values(n):
+    codec = make_codec("randk:ratio=0.3")
+    x = _chunk(n, "randn")
+    key = ChunkKey(1, 2, 3)
+    ref, fused = _both(lambda: codec.encode(x, key))
+    assert torch.equal(_bits(ref.tensors["values"]), _bits(fused.tensors["values"]))
+    decoded = _both(lambda: codec.decode(ref))
+    assert torch.equal(_bits(decoded[0]), _bits(decoded[1]))
+
+
+def test_the_switch_selects_and_restores_the_kernels():
+    previous = kernels.use("reference")
+    try:
+        assert kernels.active() == "reference" and not kernels.fused_enabled()
+        with kernels.using("fused"):
+            assert kernels.active() == "fused"
+        assert kernels.active() == "reference"
+        with pytest.raises(ValueError, match="unknown"):
+            kernels.use("fast")
+    finally:
+        kernels.use(previous)
+
+
+def test_the_environment_variable_selects_the_kernels_in_a_fresh_process():
+    import os
+    import subprocess
+    import sys
+
+    code = "from adass.codecs import kernels; print(kernels.active())"
+    env = {**os.environ, "ADASS_CODEC_KERNELS": "reference"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "reference"
+    env["ADASS_CODEC_KERNELS"] = "fast"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "ADASS_CODEC_KERNELS='fast' unknown" in bad.stderr

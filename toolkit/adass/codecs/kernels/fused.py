@@ -1,0 +1,207 @@
+"""Fused numba loops for QSGD (4 and 8 bits) and random-k: one pass over the values, no temporaries.
+
+QSGD encode works bucket by bucket: the max-abs of the bucket (read from memory), its gain, then
+the bucket again (now from the L1 cache) rounded with the 16-bit lanes of SFC64 words generated in
+the loop, the same words ``numpy.random.SFC64(seed).random_raw`` gives (state taken from numpy's
+seeding), and packed. Every operation is the reference's float32 operation in the same order, so
+the codes are bit-identical: the rounding is one fused multiply-add, as torch's vectorised
+``addcmul`` computes it on CPUs with FMA (the tests compare the two wherever they run), and the
+scale of an all-zero bucket, a signed zero whose sign follows torch's reductions, is taken from
+the reference. The loops index without bounds checks: the wrappers size every array. Functions compile on first call and are cached on disk
+(``cache=True``: next to this file, or numba's user cache directory where that is read-only, or
+``NUMBA_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+__all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sfc64_state"]
+
+_LANE = np.float32(2.0**-16)
+
+
+def sfc64_state(seed: int) -> np.ndarray:
+    """The state ``(a, b, c, counter)`` of ``numpy.random.SFC64(seed)`` before its first word."""
+    return np.random.SFC64(seed).state["state"]["state"].copy()
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next(s):
+    """The next word of SFC64 with state ``s = (a, b, c, counter)``, as numpy's ``sfc64_next``."""
+    tmp = s[0] + s[1] + s[3]
+    s[3] += np.uint64(1)
+    s[0] = s[1] ^ (s[1] >> np.uint64(11))
+    s[1] = s[2] + (s[2] << np.uint64(3))
+    s[2] = ((s[2] << np.uint64(24)) | (s[2] >> np.uint64(40))) + tmp
+    return tmp
+
+
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """``a * b + c`` rounded once (LLVM's fma): what torch's vectorised ``addcmul`` computes."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _max_abs(xs):
+    """``max(max(xs), -min(xs))`` as the reference's ``torch.maximum(amax, -amin)``: the largest
+    magnitude, found on the integer bits (a vectorised integer max), with a zero's sign as torch's."""
+    bits = xs.view(np.int32)
+    top = np.int32(0)
+    for i in range(bits.size):
+        v = bits[i] & np.int32(0x7FFFFFFF)
+        top = v if v > top else top
+    if top != 0:
+        return np.array([top], dtype=np.int32).view(np.float32)[0]
+    # all zeros: torch.maximum(amax, -amin) keeps its first argument, +0 unless every zero is -0
+    for i in range(bits.size):
+        if bits[i] == 0:
+            return np.float32(0.0)
+    return np.float32(-0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _round(lanes, xs, gain, offset, top, level):
+    """``level = clamp(floor(lane * 2**-16 + offset + x * gain), 0, top)`` as uint8, in float32
+    as the reference: the lane offset, then one fused multiply-add."""
+    zero = np.float32(0.0)
+    for i in range(xs.size):
+        u = np.float32(lanes[i]) * _LANE + offset
+        v = _fma32(xs[i], gain, u)
+        v = v if v > zero else zero
+        v = v if v < top else top
+        level[i] = np.uint8(np.int16(v))
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack4(level, out):
+    """Two 4-bit codes a byte, the first in the low nibble (``level`` has an even length)."""
+    for i in range(out.size):
+        out[i] = level[2 * i] | (level[2 * i + 1] << np.uint8(4))
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode(x, scale, out, state, bucket, bits, given):
+    """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
+    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values."""
+    n = x.size
+    half = np.float32((2**bits - 2) // 2)
+    top = np.float32(2**bits - 2)
+    offset = half + np.float32(0.5) + np.float32(2.0**-17)
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
+    lanes = words.view(np.int16)
+    level = np.zeros(bucket + 1, dtype=np.uint8)
+    made = 0  # words generated so far
+    last = np.uint64(0)
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        hi = min(lo + bucket, n)
+        count = hi - lo
+        if given:
+            m = scale[b]
+        else:
+            m = _max_abs(x[lo:hi])
+            scale[b] = m
+        gain = (one / (m if m > zero else one)) * half
+        wlo = lo >> 2
+        for j in range(wlo, (hi + 3) >> 2):
+            if j >= made:  # a word of the previous bucket is still in words[0] otherwise
+                last = _next(state)
+                made += 1
+            words[j - wlo] = last
+        skip = lo - 4 * wlo
+        if bits == 8:
+            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, out[lo:hi])
+        else:  # 4 bits: buckets of even length start on a byte
+            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, level[:count])
+            if count & 1:
+                level[count] = 0
+            _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode8(codes, spacing, out, bucket, centre):
+    """``out[i] = (codes[i] - centre) * spacing[i // bucket]`` for byte-wide codes."""
+    n = out.size
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        d = spacing[b]
+        src = codes[lo : lo + bucket]
+        dst = out[lo : lo + bucket]
+        for i in range(dst.size):
+            dst[i] = (np.float32(src[i]) - centre) * d
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_pairs(codes, out, centre, d):
+    """Both nibbles of each byte of ``codes``, low first, into ``out`` (twice as long)."""
+    mask = np.uint8(15)
+    for j in range(codes.size):
+        c = codes[j]
+        out[2 * j] = (np.float32(c & mask) - centre) * d
+        out[2 * j + 1] = (np.float32(c >> np.uint8(4)) - centre) * d
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode4(codes, spacing, out, bucket, centre):
+    """``_decode8`` for codes packed two a byte, low nibble first."""
+    n = out.size
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        hi = min(lo + bucket, n)
+        d = spacing[b]
+        if lo & 1 == 0:  # whole bytes, then a last low nibble
+            pairs = (hi - lo) >> 1
+            _decode_pairs(codes[lo >> 1 : (lo >> 1) + pairs], out[lo : lo + 2 * pairs], centre, d)
+            lo += 2 * pairs
+        for i in range(lo, hi):
+            c = (codes[i >> 1] >> np.uint8(4 * (i & 1))) & np.uint8(15)
+            out[i] = (np.float32(c) - centre) * d
+
+
+def qsgd_encode(
+    x: np.ndarray, scale: np.ndarray | None, seed: int, bucket: int, bits: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed codes and per-bucket scales of float32 ``x`` (``scale`` given: used as it is)."""
+    n = x.size
+    if bits == 4 and bucket % 2:
+        raise ValueError("fused 4-bit encode needs an even bucket")
+    nb = -(-n // bucket)
+    given = scale is not None
+    scales = scale if given else np.empty(nb, dtype=np.float32)
+    out = np.empty((n * bits + 7) // 8, dtype=np.uint8)
+    _encode(x, scales, out, sfc64_state(seed), bucket, bits, given)
+    return out, scales
+
+
+def qsgd_decode(
+    codes: np.ndarray, spacing: np.ndarray, out: np.ndarray, bucket: int, bits: int, centre: float
+) -> None:
+    """``(code - centre) * spacing[bucket]`` into float32 ``out``, codes packed ``bits`` (4 or 8) wide."""
+    (_decode8 if bits == 8 else _decode4)(codes, spacing, out, bucket, np.float32(centre))
+
+
+@numba.njit(cache=True, nogil=True)
+def randk_gather(x, idx, out):
+    """``out[i] = x[idx[i]]``."""
+    for i in range(idx.size):
+        out[i] = x[idx[i]]
+
+
+@numba.njit(cache=True, nogil=True)
+def randk_scatter(values, idx, gain, out):
+    """``out[idx[i]] = values[i] * gain`` (float32)."""
+    g = np.float32(gain)
+    for i in range(idx.size):
+        out[idx[i]] = values[i] * g
