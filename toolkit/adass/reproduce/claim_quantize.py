@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import RunConfig
 from ..tables import markdown_table
 from .arms import LINKS
-from .available import split_available
-from .grid import REFERENCE, Arm, run_grid, summarise_grid
+from .claim_grid import measure_grid, setting_line
+from .grid import REFERENCE, Arm
 from .plan import Plan
 from .plots import bar_plot
-from .progress import Progress
 from .section import Section
 from .verdict import Check, plus_minus
 
@@ -56,18 +54,11 @@ def checks(table) -> list[Check]:
 
 def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
     """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
-    chosen, left_out = split_available(base, arms(plan), plan.grid_workers)
-    progress = Progress("claim 2", (len(chosen) + 1) * plan.seeds, quiet)
-    runs = run_grid(base, chosen, plan.seeds, plan.grid_workers, LINKS, progress)
-    table = summarise_grid(runs, LINKS)
+    table, runs, left_out = measure_grid(plan, arms(plan), "claim 2", quiet)
     shown = table.drop(columns=["exchange", "codec"])
-    s = plan.setting
     section = Section("quantize", CLAIM, tables={"summary": table, "runs": runs}, not_run=left_out)
     section.lines = [
-        f"`{s['data']}`, `{s['model']}`, {s['epochs']} epochs, global batch {s['batch_size']}, lr {s['lr']} "
-        f"(cosine), sampler `full`, P={plan.grid_workers} virtual replicas on the ring, {plan.seeds} seed(s); "
-        "every arm has fp32's epochs and learning-rate schedule. `deficit_pts`: fp32's seed-mean accuracy "
+        setting_line(plan) + " `deficit_pts`: fp32's seed-mean accuracy "
         "minus the arm's, in points, with the standard error of the per-seed differences; `wire_frac`: "
         f"wire bytes over fp32's; `step_ms_*`: modelled step time under {', '.join(map(repr, LINKS.values()))}.",
         "", markdown_table(shown), "",

@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import RunConfig
 from ..tables import markdown_table
-from .arms import LINKS
-from .available import split_available
-from .grid import REFERENCE, Arm, run_grid, summarise_grid
+from .claim_grid import measure_grid, setting_line
+from .grid import REFERENCE, Arm
 from .plan import Plan
 from .plots import line_plot
-from .progress import Progress
 from .section import Section
 from .verdict import Check, plus_minus
 
@@ -59,17 +56,10 @@ def checks(table: pd.DataFrame) -> list[Check]:
 
 def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
     """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
-    chosen, left_out = split_available(base, arms(plan), plan.grid_workers, family="technique")
-    progress = Progress("claim 3", (len(chosen) + 1) * plan.seeds, quiet)
-    runs = run_grid(base, chosen, plan.seeds, plan.grid_workers, LINKS, progress)
-    table = summarise_grid(runs, LINKS)
-    s = plan.setting
+    table, runs, left_out = measure_grid(plan, arms(plan), "claim 3", quiet, family="technique")
     section = Section("sparsify", CLAIM, tables={"summary": table, "runs": runs}, not_run=left_out)
     section.lines = [
-        f"`{s['data']}`, `{s['model']}`, {s['epochs']} epochs, global batch {s['batch_size']}, lr {s['lr']} "
-        f"(cosine), sampler `full`, P={plan.grid_workers} virtual replicas on the ring, {plan.seeds} seed(s); "
-        "every arm has fp32's epochs and learning-rate schedule. Random-k runs unscaled (`scale=false`), "
+        setting_line(plan) + " Random-k runs unscaled (`scale=false`), "
         "the coordinates shared by all replicas. `wire_frac` is over the whole run (a ratio warm-up "
         "sends more in its first epochs).", "",
         markdown_table(table.drop(columns=["exchange"])), "",
