@@ -89,7 +89,7 @@ def publish(run_dir: str | Path, epoch: int, totals: dict[str, float], options: 
         older.unlink(missing_ok=True)
 
 
-def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint:
+def read_checkpoint(run_dir: str | Path, ranks: int | None = None, saved_ranks: bool = False) -> Checkpoint:
     """The run folder's last complete checkpoint, every file of it checked; SpecError in one line if not.
 
     Parameters
@@ -98,6 +98,8 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint
         A run folder (``adass train --out``).
     ranks : int, optional
         Replicas whose ``rank<r>.pt`` must be there and load (as tensors only, never pickled code).
+    saved_ranks : bool
+        Check as many replicas as the checkpoint says wrote it (``ranks`` where it does not say).
     """
     where = f"--resume: {str(run_dir)!r}"
     pointer = Path(run_dir) / "checkpoints" / POINTER
@@ -116,6 +118,8 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None) -> Checkpoint
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SpecError(f"{where}: the checkpoint is corrupt ({type(err).__name__}: {err})") from None
+    if saved_ranks:
+        ranks = checkpoint.replicas or ranks
     for rank in range(ranks or 0):
         path = folder / f"rank{rank}.pt"
         try:
@@ -143,8 +147,7 @@ def fixed_options(config: RunConfig) -> dict[str, Any]:
 def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
     """The checkpoint ``config`` continues from; SpecError in one line if it is corrupt, was trained
     with other options (the worker count may differ), or already has ``config.optim.epochs`` epochs."""
-    checkpoint = read_checkpoint(run_dir)
-    checkpoint = read_checkpoint(run_dir, checkpoint.replicas or config.cluster.workers)
+    checkpoint = read_checkpoint(run_dir, config.cluster.workers, saved_ranks=True)
     saved, now = checkpoint.options, fixed_options(config)
     # another worker count is allowed: the replicas' states follow their samples (reshard_checkpoint)
     differ = [k for k, v in now.items() if k in saved and saved[k] != v and k != "workers"]

@@ -219,8 +219,7 @@ def _last_checkpoint(checkpoint_dir: str | Path | None, before: Checkpoint | Non
     """The checkpoint to start again from: the run folder's last one, else the one it started from."""
     if checkpoint_dir is None or not (Path(checkpoint_dir) / "checkpoints" / "latest.json").exists():
         return before
-    checkpoint = read_checkpoint(checkpoint_dir)
-    return read_checkpoint(checkpoint_dir, checkpoint.replicas)
+    return read_checkpoint(checkpoint_dir, saved_ranks=True)
 
 
 def _attempt(

@@ -41,6 +41,7 @@ class ErrorFeedback(Codec):
     """
 
     wrapper = "ef"  # the name of the spec's wrapper: ef(SPEC)
+    memory_type: type[Memory] = Memory  # what a new wrapper's memory is: plain residuals here
 
     def __init__(self, inner: Codec, memory: Memory | None = None) -> None:
         self.name = f"{self.wrapper}({inner.name})"
@@ -50,17 +51,13 @@ class ErrorFeedback(Codec):
                 "error-feedback residual grows without bound; use scale=false"
             )
         self.inner = inner
-        self.memory = memory if memory is not None else self.new_memory()
+        self.memory = memory if memory is not None else self.memory_type()
         self.summable = inner.summable
         self.needs_shared_scale = inner.needs_shared_scale
         self.can_share_scale = inner.can_share_scale
         self.fixed_size = inner.fixed_size
         self.lossless = inner.lossless
         self.requantizable = inner.requantizable
-
-    def new_memory(self) -> Memory:
-        """The memory a new wrapper starts with: plain residuals."""
-        return Memory()
 
     def bytes_per_value(self) -> float:
         return self.inner.bytes_per_value()

@@ -10,7 +10,6 @@ is the delay-aware variant (``sent_momentum.py``), whose velocity only what is s
 from __future__ import annotations
 
 from .ef import ErrorFeedback
-from .memory import Memory
 from .momentum import MomentumMemory
 from .sent_momentum import SentMomentumMemory
 
@@ -18,36 +17,16 @@ __all__ = ["DelayAwareMomentumCorrection", "MomentumCorrection"]
 
 
 class MomentumCorrection(ErrorFeedback):
-    """Wrap ``inner`` with a :class:`MomentumMemory` (residuals and velocities).
-
-    Parameters
-    ----------
-    inner : Codec
-        The codec that does the encoding.
-    memory : Memory, optional
-        A :class:`MomentumMemory`; a new one (momentum factor 0 until an exchange sets it) by default.
-    """
+    """Wrap ``inner`` with a :class:`MomentumMemory` (residuals and velocities; momentum factor 0
+    until an exchange sets the run's): ``mc(SPEC)``."""
 
     wrapper = "mc"
-
-    def new_memory(self) -> Memory:
-        """Residuals and velocities, momentum factor 0 until an exchange sets the run's."""
-        return MomentumMemory()
+    memory_type = MomentumMemory
 
 
 class DelayAwareMomentumCorrection(ErrorFeedback):
-    """Wrap ``inner`` with a :class:`SentMomentumMemory`: ``dmc(SPEC)``.
-
-    Parameters
-    ----------
-    inner : Codec
-        The codec that does the encoding.
-    memory : Memory, optional
-        A :class:`SentMomentumMemory`; a new one (momentum factor 0 until an exchange sets it) by default.
-    """
+    """Wrap ``inner`` with a :class:`SentMomentumMemory` (velocities only what is sent renews;
+    momentum factor 0 until an exchange sets the run's): ``dmc(SPEC)``."""
 
     wrapper = "dmc"
-
-    def new_memory(self) -> Memory:
-        """Residuals and velocities, momentum factor 0 until an exchange sets the run's."""
-        return SentMomentumMemory()
+    memory_type = SentMomentumMemory
