@@ -217,6 +217,12 @@ class RunConfig:
             _checked_pair(self.exchange.exchange, self.codec.codec)
         except SpecError as err:
             raise SpecError(f"--exchange/--codec: {err}") from None
+        if self.cluster.workers >= 1:  # what the exchange needs of the replica count (colocated PS shards)
+            entry, values = EXCHANGES.resolve(self.exchange.exchange)
+            try:
+                entry.factory.check_workers(self.cluster.workers, **values)
+            except SpecError as err:
+                raise SpecError(f"--exchange/--workers: {err}") from None
         if self.cluster.workers == 0:
             flat = self.flat()
             for option, default in {"codec": "fp32", "link": "", "scheduler": "", "bind": ""}.items():

@@ -18,7 +18,7 @@ from distributed import get_worker
 
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Engine, LiveBatches, ReplicaState, ShardOptimizer, TorchAgreement
+from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard
 from ..exchange import GlooTransport, make_exchange
 from ..metrics import atomic_write_bytes
 from .bootstrap import destroy_group, free_port, init_group
@@ -70,6 +70,7 @@ class Replica(_Member):
             self._join(master, port, timeout_s)
             dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
             state = ReplicaState.shard(self.config, dataset, self.rank, self.replicas)
+            own_shard(self.exchange, self.config, dataset.shape, dataset.classes)  # a colocated PS shard
             self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
             return state.n
 
@@ -122,10 +123,7 @@ class Server(_Member):
             self.shard = self.rank - self.replicas
             if self.exchange.pulls_parameters:  # the initial model comes from the run seed, as on replicas
                 dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
-                servers = self.world - self.replicas
-                self.exchange.own(
-                    ShardOptimizer.for_shard(self.config, dataset.shape, dataset.classes, self.shard, servers)
-                )
+                own_shard(self.exchange, self.config, dataset.shape, dataset.classes)
 
         await asyncio.to_thread(work)
         return 0

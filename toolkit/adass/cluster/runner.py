@@ -212,7 +212,10 @@ def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
             f"a worker was lost and the cluster has {have} of the {world} workers the run needs"
             f" ({servers} servers and at least 1 replica)"
         ) from None
-    return config.replace(workers=have - servers)
+    try:
+        return config.replace(workers=have - servers)
+    except SpecError as err:  # colocated PS shards live in replicas: too few left to hold them all
+        raise RunFailure(f"a worker was lost and {have - servers} replicas remain: {err}") from None
 
 
 def _last_checkpoint(checkpoint_dir: str | Path | None, before: Checkpoint | None) -> Checkpoint | None:

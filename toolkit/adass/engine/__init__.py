@@ -13,7 +13,7 @@ from .loop import Engine, EpochPlan, EpochReport, StepHook
 from .records import epoch_eval, new_totals, write_epoch
 from .replica import ReplicaState, replica_seed
 from .result import RunResult, Stop, stop_signal
-from .server import ShardOptimizer
+from .server import ShardOptimizer, own_shard
 from .step import (
     Counters,
     backprop_batch,
@@ -56,6 +56,7 @@ __all__ = [
     "make_sgd",
     "new_totals",
     "optimizer_step",
+    "own_shard",
     "refresh_scores",
     "replica_seed",
     "server_count",

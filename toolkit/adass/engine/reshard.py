@@ -14,7 +14,9 @@ each sampler says, in ``state_layout``, which of its entries are
 Entries it does not name are taken from replica 0. Samples travel by their index in the training
 set, so every sample keeps its own history on whichever new replica holds it. The exchange's
 error-feedback memory is kept per chunk of a P-rank ring and does not carry over to another P: it
-starts empty, which loses at most one step's unsent remainder.
+starts empty, which loses at most one step's unsent remainder. A parameter-server shard that a
+replica serves (``ps:colocated=true,update=server``) stays with its rank: shard s lives in rank s
+whatever P is, and the shards' layout depends on their count alone.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ def reshard_states(
     out = []
     for rank, shard in enumerate(new):
         state = {k: v for k, v in states[0].items() if k != "exchange"}
+        held = states[rank].get("exchange", {}).get("shard") if rank < len(states) else None
+        if held is not None:
+            state["exchange"] = {"shard": held}
         state["sampler"] = _sampler_state(
             [s["sampler"] for s in states], layout, old, shard, n_train, rank == 0
         )

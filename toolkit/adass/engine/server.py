@@ -9,11 +9,11 @@ from typing import Any
 import torch
 
 from ..config import RunConfig
-from ..exchange import ChunkLayout
+from ..exchange import ChunkLayout, Exchange
 from ..models import build_model
 from .step import flat_params, make_sgd, set_lr
 
-__all__ = ["ShardOptimizer"]
+__all__ = ["ShardOptimizer", "own_shard"]
 
 
 class ShardOptimizer:
@@ -68,3 +68,12 @@ class ShardOptimizer:
                              f"shard of {tuple(self.params.shape)}")  # fmt: skip
         self.params.copy_(state["params"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+def own_shard(exchange: Exchange, config: RunConfig, shape: tuple[int, ...], classes: int) -> None:
+    """Give ``exchange`` the parameters and optimizer state of the server shard its rank serves,
+    where the servers own them (``ps:update=server``): a dedicated server rank, or a worker that
+    serves a shard beside its replica (``colocated=true``). Other ranks are left as they are."""
+    held = exchange.held_shard()
+    if held is not None and exchange.pulls_parameters:
+        exchange.own(ShardOptimizer.for_shard(config, shape, classes, *held))

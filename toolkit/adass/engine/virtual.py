@@ -21,7 +21,7 @@ from .loop import Engine
 from .records import epoch_eval, new_totals, write_epoch
 from .replica import ReplicaState
 from .result import RunResult, Stop, stop_signal
-from .server import ShardOptimizer
+from .server import own_shard
 from .step import Counters
 
 __all__ = ["on_threads", "server_count", "simulate_run"]
@@ -104,9 +104,8 @@ def simulate_run(
         )  # fmt: skip
         for r in range(world + servers)
     ]
-    for shard, exchange in enumerate(exchanges[world:]):
-        if exchange.pulls_parameters:  # ps:update=server: each server owns its slice and its optimizer
-            exchange.own(ShardOptimizer.for_shard(config, ds.shape, ds.classes, shard, servers))
+    for exchange in exchanges:  # ps:update=server: each shard owns its slice and its optimizer
+        own_shard(exchange, config, ds.shape, ds.classes)
     engines = [Engine(ReplicaState.shard(config, ds, r, world), board.agreement(r), exchanges[r], run_id=run_id)
                for r in range(world)]  # fmt: skip
     aborts = [hub.abort, board.abort]

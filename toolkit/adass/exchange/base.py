@@ -128,6 +128,15 @@ class Exchange(ABC):
         return None
 
     @classmethod
+    def check_workers(cls, workers: int, **params: Any) -> None:
+        """Raise SpecError (one line) if this exchange cannot run on ``workers`` replicas."""
+        return None
+
+    def held_shard(self) -> tuple[int, int] | None:
+        """``(shard, shards)``: the parameter-server shard this rank serves, None where it serves none."""
+        return None
+
+    @classmethod
     def extra_ranks(cls, **params: Any) -> int:
         """Ranks besides the workers that this exchange needs (PS servers); they run ``serve_step``."""
         return 0

@@ -5,17 +5,19 @@ worker steps its own optimizer) or the shard's parameters after the server's own
 its pushes (``counts.py``).
 
 Ranks ``0..W-1`` are workers and ``W..W+S-1`` servers (``W = world - S``): workers call
-``reduce``, servers call ``serve_step`` once per step.
+``reduce``, servers call ``serve_step`` once per step. With ``colocated=true`` server shard s lives in
+worker s's process instead and the world is the workers alone (``ps_colocated.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 import torch
 
 from ..codecs import Codec, make_codec
-from ..codecs.base import Payload
+from ..codecs.base import ChunkKey, Payload
 from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
@@ -23,7 +25,7 @@ from .counts import grid_count, require_positive, split_count, with_count
 from .feedback import encode_own
 from .transport import Transport
 
-__all__ = ["MODES", "ParameterServer", "ShardUpdate"]
+__all__ = ["MODES", "ParameterServer", "ShardUpdate", "variant"]
 
 #: consistency models the spec may name, and the one that is built
 MODES, BUILT_MODES = ("sync", "async", "ssp"), ("sync",)
@@ -44,6 +46,19 @@ class ShardUpdate(Protocol):
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
 
+#: subclasses that a true boolean parameter of the spec selects (``colocated``: ps_colocated.py)
+_VARIANTS: dict[str, type[ParameterServer]] = {}
+
+
+def variant(flag: str) -> Any:
+    """Class decorator: build this subclass of :class:`ParameterServer` where ``flag=true``."""
+
+    def decorate(kind: type[ParameterServer]) -> type[ParameterServer]:
+        _VARIANTS[flag] = kind
+        return kind
+
+    return decorate
+
 
 @EXCHANGES.register(
     "ps",
@@ -53,6 +68,8 @@ _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
                  "each server on its slice (workers pull parameters)", choices=("replica", "server")),
     mode=Param("sync", "consistency model (only sync is built)", choices=MODES),
     staleness=Param(0, "steps a worker may run ahead of the slowest (mode=ssp)", low=0, high=1024),
+    colocated=Param(False, "server shard s runs in worker s's process (servers <= workers): no extra "
+                    "ranks or Dask workers"),
 )
 class ParameterServer(Exchange):
     """Synchronous parameter server over any transport whose last ``servers`` ranks are servers.
@@ -70,30 +87,42 @@ class ParameterServer(Exchange):
         zero leaves the parameters as they are.
     mode, staleness
         The consistency model; only ``mode=sync`` (with ``staleness=0``) is built.
+    colocated : bool
+        Builds :class:`~adass.exchange.ps_colocated.ColocatedParameterServer` instead: no server
+        ranks, shard s served inside worker s.
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
     """
 
     name = "ps"
 
+    def __new__(cls, *args: Any, **params: Any) -> ParameterServer:
+        chosen = [kind for flag, kind in _VARIANTS.items() if params.get(flag)]
+        return super().__new__(chosen[0] if cls is ParameterServer and chosen else cls)
+
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
-                 staleness: int = 0, *, transport: Transport, codec: Codec | str, seed: int = 0,
-                 run: str = "", epoch: int = 0) -> None:  # fmt: skip
+                 staleness: int = 0, colocated: bool = False, *, transport: Transport, codec: Codec | str,
+                 seed: int = 0, run: str = "", epoch: int = 0) -> None:  # fmt: skip
         super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
-        self.check(self.codec, servers, pull, update, mode, staleness)
-        if transport.world <= servers:
-            raise SpecError(
-                f"exchange 'ps:servers={servers}': a world of {transport.world} ranks leaves no worker; "
-                f"need at least {servers + 1}"
-            )
-        self.servers, self.workers = servers, transport.world - servers
+        self.check(self.codec, servers, pull, update, mode, staleness, colocated)
+        self.servers, self.workers = servers, self.worker_count(transport.world, servers)
         self.pull_codec = make_codec(pull)
         self.pulls_parameters = update == "server"
         self.shard_update: ShardUpdate | None = None
 
     @classmethod
+    def worker_count(cls, world: int, servers: int) -> int:
+        """The workers among ``world`` ranks (SpecError where none is left)."""
+        if world <= servers:
+            raise SpecError(f"exchange 'ps:servers={servers}': a world of {world} ranks leaves no worker; "
+                            f"need at least {servers + 1}")  # fmt: skip
+        return world - servers
+
+    @classmethod
     def check(cls, codec: Codec, servers: int = 1, pull: str = "fp32", update: str = "replica",
-              mode: str = "sync", staleness: int = 0) -> None:  # fmt: skip
+              mode: str = "sync", staleness: int = 0, colocated: bool = False) -> None:  # fmt: skip
+        if colocated and mode != "sync":
+            raise SpecError(f"exchange 'ps': colocated=true is built for mode=sync; got mode={mode}")
         make_codec(pull)  # a bad pull spec fails here, with its own message
         if mode not in BUILT_MODES:
             raise SpecError(f"exchange 'ps': mode={mode} is not built yet; only mode=sync is built")
@@ -105,11 +134,20 @@ class ParameterServer(Exchange):
             raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
                             f"with mode={mode} it must be 0")  # fmt: skip
 
+    @classmethod
+    def check_workers(cls, workers: int, servers: int = 1, colocated: bool = False, **params: Any) -> None:
+        if colocated and servers > workers:
+            raise SpecError(f"exchange 'ps:servers={servers},colocated=true': shard s lives in worker s, so "
+                            f"servers must be <= workers ({workers}); give servers=1..{workers} or more workers")  # fmt: skip
+
     def own(self, shard_update: ShardUpdate) -> None:
         """Give this server rank (``update=server``) the parameters and optimizer state it owns."""
-        if not (self.is_server and self.pulls_parameters):
+        if self.held_shard() is None or not self.pulls_parameters:
             raise RuntimeError(f"rank {self.rank} owns no parameters (a worker, or update=replica)")
         self.shard_update = shard_update
+
+    def held_shard(self) -> tuple[int, int] | None:
+        return (self.rank - self.workers, self.servers) if self.is_server else None
 
     def state_dict(self) -> dict[str, Any]:
         """Besides the error-feedback memory, a server's shard (parameters and optimizer state)."""
@@ -126,8 +164,8 @@ class ParameterServer(Exchange):
             self.shard_update.load_state_dict(state["shard"])
 
     @classmethod
-    def extra_ranks(cls, servers: int = 1, **params: object) -> int:
-        return servers
+    def extra_ranks(cls, servers: int = 1, colocated: bool = False, **params: object) -> int:
+        return 0 if colocated else servers
 
     @classmethod
     def stage(cls, phase: str, hop: int) -> str:
@@ -179,9 +217,20 @@ class ParameterServer(Exchange):
         t, shard, clock = self.transport, self.rank - self.workers, self.clock
         clock.begin()
         handles = [t.irecv(w) for w in range(self.workers)]
+        mean, reply = self._serve(shard, [handle.wait() for handle in handles])
+        sends = [t.isend(w, reply, self._meta("pull", 0, shard)) for w in range(self.workers)]
+        for h in sends:
+            h.wait()
+        self.step += 1
+        clock.end()
+        return mean
+
+    def _serve(self, shard: int, arrived: list[Payload]) -> tuple[torch.Tensor, Payload]:
+        """Shard ``shard``'s work on every worker's push (in worker order): the weighted mean, and
+        the reply (the mean, or the parameters after the shard's step) encoded for the pull."""
         counts, pushes = [], []
-        for handle in handles:
-            push, count = split_count(handle.wait())
+        for payload in arrived:
+            push, count = split_count(payload)
             counts.append(count)
             pushes.append(push)
         total = sum(counts)  # in worker order, and exact: counts lie on a grid
@@ -192,16 +241,14 @@ class ParameterServer(Exchange):
             require_positive(total)
         numel = pushes[0].numel
         mean = torch.zeros(numel, dtype=torch.float32)
-        with clock.decoding:
+        with self.clock.decoding:
             for c, push in zip(counts, pushes, strict=True):
                 if numel and total:
                     mean += self.codec.decode(push) * (c / total)
         result = mean if owner is None else owner(mean if total else None, self.epoch)
-        with clock.encoding:
-            reply = self.pull_codec.encode(result, self._key(shard, 1)) if numel else _EMPTY
-        sends = [t.isend(w, reply, self._meta("pull", 0, shard)) for w in range(self.workers)]
-        for h in sends:
-            h.wait()
-        self.step += 1
-        clock.end()
-        return mean
+        # keyed by the server's rank in a dedicated world (W + shard), wherever the shard runs, so
+        # that a colocated shard draws what a dedicated one draws
+        key = replace(ChunkKey(self.seed, self.step, shard), rank=self.workers + shard, hop=1)
+        with self.clock.encoding:
+            reply = self.pull_codec.encode(result, key) if numel else _EMPTY
+        return mean, reply
