@@ -6,7 +6,14 @@ import torch
 from exchange_cases import grads
 
 from adass.config import RunConfig
-from adass.exchange import ColocatedParameterServer, InProcHub, ParameterServer, check, make_exchange, simulate
+from adass.exchange import (
+    ColocatedParameterServer,
+    InProcHub,
+    ParameterServer,
+    check,
+    make_exchange,
+    simulate,
+)
 from adass.registry import SpecError
 
 

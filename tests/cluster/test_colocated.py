@@ -1,0 +1,28 @@
+"""``ps:colocated=true`` on Dask: server shards inside the replicas' processes, so the run takes no
+Dask worker besides the replicas; a served shard goes into its replica's checkpoint file and resumes."""
+
+import torch
+
+from adass.cluster import read_checkpoint, server_count, train_distributed
+from adass.config import RunConfig
+from adass.engine import simulate_run
+
+DATA = "synthetic:n=203,d=6,classes=3,test=50"
+
+
+def test_colocated_servers_own_their_shards_and_resume_from_the_replicas_files(cluster, tmp_path):
+    """Three replicas on the three workers of the cluster serve two shards that own their parameters
+    (a dedicated PS would need five workers); the shards' state lives in ``rank0.pt``/``rank1.pt``."""
+    config = RunConfig.from_flat(data=DATA, model="mlp:hidden=8", sampler="full", epochs=2, batch_size=16,
+                                 lr=0.1, momentum=0.9, weight_decay=1e-3, schedule="constant", workers=3,
+                                 exchange="ps:servers=2,update=server,colocated=true", codec="fp32", seed=4)  # fmt: skip
+    assert server_count(config) == 0 and len(cluster.workers()) == 3
+    train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
+    folder = read_checkpoint(tmp_path).folder
+    assert sorted(p.name for p in folder.glob("*.pt")) == ["rank0.pt", "rank1.pt", "rank2.pt"]
+    held = [torch.load(folder / f"rank{r}.pt", weights_only=True)["exchange"] for r in range(3)]
+    assert ["shard" in state for state in held] == [True, True, False]
+    resumed = train_distributed(config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    straight = simulate_run(config.replace(epochs=3, exchange="ps:servers=2,update=server"))
+    for ours, theirs in zip(resumed.parameters, straight.extra["parameters"][0], strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
