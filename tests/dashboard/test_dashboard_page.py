@@ -77,7 +77,7 @@ def test_records_reach_every_live_view_through_the_streams():
         warnings.simplefilter("error")  # e.g. Bokeh's warning about columns of unequal length
         dashboard.poll()
     after = {name: rows_per_source(plot) for name, plot in plots.items()}
-    for name in ("accuracy", "loss", "kept", "topology", "traffic", "chunks", "timeline"):
+    for name in ("accuracy", "loss", "kept", "topology", "traffic", "chunks", "timeline", "staleness"):
         assert sum(after[name]) > sum(before[name]), name
     histogram = plots["bounds"].current_frame.Histogram
     assert histogram.Kept.dimension_values(1).sum() + histogram.Dropped.dimension_values(1).sum() == 90

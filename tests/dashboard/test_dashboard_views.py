@@ -26,4 +26,4 @@ def test_no_view_streams_and_the_costly_views_are_throttled():
     # a streamed plot keeps its x range when the x axis changes: even the evaluations are sent whole
     assert {name for name, r in refresh.items() if r is Refresh.APPEND} == set()
     assert {name for name, r in refresh.items() if r is Refresh.THROTTLED} == {
-        "topology", "traffic", "chunks", "timeline"}  # fmt: skip
+        "topology", "traffic", "chunks", "timeline", "staleness"}  # fmt: skip

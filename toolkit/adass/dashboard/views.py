@@ -24,6 +24,7 @@ from ..viz import (
     kept_raster,
     learning_curve,
     loss_curves,
+    staleness_histogram,
     topology,
     traffic_heatmap,
     worker_timeline,
@@ -131,4 +132,5 @@ VIEWS: tuple[View, ...] = (
     View("traffic", TRAFFIC, traffic_heatmap, 2, 1),
     View("chunks", TRAFFIC, chunk_bytes, 2, 2),
     View("timeline", STEPS, worker_timeline, 3, 0),
+    View("staleness", STEPS, staleness_histogram, 3, 1),
 )

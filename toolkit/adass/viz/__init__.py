@@ -10,9 +10,10 @@ from .raster import KeptGrid, aggregate_rows, kept_raster
 from .runs import describe_run, find_runs, load_descriptions, load_evals, overlay_runs
 from .samples import display_pixels, extreme_ids, extreme_samples, montage
 from .selection import bound_histogram, latest_epoch, selection_threshold
+from .staleness import staleness_counts, staleness_histogram
 from .style import byte_ticks, human_bytes
 from .timeline import step_phases, worker_timeline
-from .topology import link_totals, node_layout, server_ranks, topology
+from .topology import held_shards, link_totals, node_layout, server_bytes, server_ranks, topology
 from .traffic import chunk_bytes, link_names, traffic_heatmap
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "extreme_ids",
     "extreme_samples",
     "find_runs",
+    "held_shards",
     "human_bytes",
     "kept_fraction",
     "kept_raster",
@@ -42,7 +44,10 @@ __all__ = [
     "node_layout",
     "overlay_runs",
     "selection_threshold",
+    "server_bytes",
     "server_ranks",
+    "staleness_counts",
+    "staleness_histogram",
     "step_phases",
     "topology",
     "traffic_heatmap",

@@ -1,4 +1,5 @@
-"""The exchange's topology, a ring or a star around Parameter Server shards, with bytes on every link."""
+"""The exchange's topology, a ring or a star around Parameter Server shards, with bytes on every link
+and what each shard took in (pushes) and gave out (pulls); colocated shards sit on their replicas."""
 
 from __future__ import annotations
 
@@ -8,14 +9,52 @@ import pandas as pd
 
 from .style import HEIGHT, WIDTH, human_bytes, last_steps_text, named
 
-__all__ = ["link_totals", "node_layout", "server_ranks", "topology"]
+__all__ = ["held_shards", "link_totals", "node_layout", "server_bytes", "server_ranks", "topology"]
+
+_SERVER_COLUMNS = ("shard", "rank", "push_bytes", "pull_bytes", "push_messages", "pull_messages")
 
 
 def server_ranks(traffic: pd.DataFrame) -> list[int]:
-    """Ranks that received pushes (Parameter Server shards); empty for a ring."""
+    """Ranks that received pushes and push nothing themselves (dedicated Parameter Server shards);
+    empty for a ring and for shards that replicas serve (``colocated=true``)."""
     if not len(traffic):
         return []
-    return sorted(int(r) for r in traffic.loc[traffic["phase"] == "push", "dst"].unique())
+    pushes = traffic[traffic["phase"] == "push"]
+    return sorted(int(r) for r in set(pushes["dst"].unique()) - set(pushes["src"].unique()))
+
+
+def server_bytes(traffic: pd.DataFrame) -> pd.DataFrame:
+    """Wire bytes and messages of every PS shard: ``shard, rank, push_bytes, pull_bytes, push_messages,
+    pull_messages``, one row per shard in shard order.
+
+    A push to shard s and its pull carry chunk s; the rank is where the shard runs (a dedicated
+    server rank, or the replica that serves it). A replica's push to a shard it serves itself stays
+    in its process and is not counted: it never reaches the wire. Empty for a ring.
+    """
+    parts = []
+    for phase, rank in (("push", "dst"), ("pull", "src")):
+        rows = traffic[traffic["phase"] == phase] if len(traffic) else traffic
+        grouped = rows.groupby(["chunk", rank])["wire_bytes"].agg(["sum", "count"]) if len(rows) else None
+        if grouped is not None:
+            grouped.index.names = ["shard", "rank"]
+            parts.append(grouped.rename(columns={"sum": f"{phase}_bytes", "count": f"{phase}_messages"}))
+    if not parts:
+        return pd.DataFrame({k: pd.Series(dtype="int64") for k in _SERVER_COLUMNS})
+    joined = pd.concat(parts, axis=1).fillna(0).reset_index()
+    for column in _SERVER_COLUMNS:
+        if column not in joined:
+            joined[column] = 0
+    return joined[list(_SERVER_COLUMNS)].astype("int64").sort_values("shard", ignore_index=True)
+
+
+def held_shards(traffic: pd.DataFrame) -> dict[int, int]:
+    """``{rank: shard}`` of replicas that serve a PS shard beside their model (``colocated=true``):
+    ranks that receive pushes and push themselves."""
+    per_server = server_bytes(traffic)
+    if not len(per_server):
+        return {}
+    pushers = set(traffic.loc[traffic["phase"] == "push", "src"].unique())
+    return {int(r): int(s) for s, r in zip(per_server["shard"], per_server["rank"], strict=True) if r in pushers}
 
 
 def link_totals(traffic: pd.DataFrame) -> pd.DataFrame:
@@ -26,13 +65,18 @@ def link_totals(traffic: pd.DataFrame) -> pd.DataFrame:
     return totals[totals["src"] != totals["dst"]].astype("int64")
 
 
-def node_layout(ranks: list[int], servers: list[int]) -> pd.DataFrame:
-    """Positions and colours: replicas on the unit circle (rank 0 on top, clockwise), servers near the centre."""
+def node_layout(ranks: list[int], servers: list[int], held: dict[int, int] | None = None) -> pd.DataFrame:
+    """Positions and colours: replicas on the unit circle (rank 0 on top, clockwise), servers near
+    the centre; a replica that serves shard s (``held``) is named ``r<rank>+ps<s>``."""
     replicas = [r for r in ranks if r not in servers]
+    held = held or {}
     rows = []
     for i, rank in enumerate(replicas):
         angle = np.pi / 2 - 2 * np.pi * i / max(len(replicas), 1)
-        rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}", "replica", "#55a868"))
+        if rank in held:
+            rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}+ps{held[rank]}", "replica+server", "#c44e52"))
+        else:
+            rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}", "replica", "#55a868"))
     for i, rank in enumerate(servers):
         angle = np.pi / 2 - 2 * np.pi * i / len(servers)
         radius = 0.0 if len(servers) == 1 else 0.3
@@ -84,19 +128,22 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
     -------
     Overlay
         Links as arrows whose widths follow the wire bytes, each labelled with its bytes (beside its
-        direction of travel, so both directions of a link can be read), and the ranks as nodes.
+        direction of travel, so both directions of a link can be read), the ranks as nodes, and under
+        every PS shard the bytes it took in and gave out (:func:`server_bytes`). Shards that replicas
+        serve (``colocated=true``) are drawn on those replicas.
     """
     totals = link_totals(traffic)
     if servers is not None and world:
         shards = list(range(world - servers, world))
     else:
         shards = server_ranks(traffic)
+    held = held_shards(traffic)
     ranks = sorted(set(totals["src"]) | set(totals["dst"]) | set(range(world or 0)))
-    nodes = node_layout([int(r) for r in ranks], shards)
+    nodes = node_layout([int(r) for r in ranks], shards, held)
     where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
     totals = totals[totals["src"].isin(where) & totals["dst"].isin(where)]
     edges = _edges(totals, where)
-    kind = "PS star" if shards else "ring"
+    kind = "PS star, colocated" if held else "PS star" if shards else "ring"
     total = human_bytes(totals["wire_bytes"].sum()) if len(totals) else "0 B"
     steps = int(traffic["step"].nunique()) if len(traffic) else 0
     text = {"text_font_size": "8pt", "text_color": "#333333"}
@@ -107,6 +154,16 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         * hv.Points(nodes, ["x", "y"], ["name", "role", "color"]).opts(size=22, color="color", tools=["hover"])
         * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
+        * hv.Labels(_server_labels(server_bytes(traffic), where), ["x", "y"], "text").opts(**text)
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
            title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else "no exchange: one process",
            hooks=[named("adass-topology")])  # fmt: skip
+
+
+def _server_labels(per_server: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.DataFrame:
+    """One label under every shard's node: the wire bytes pushed to it and pulled from it."""
+    rows = [{"x": where[int(r)][0], "y": where[int(r)][1] - 0.14,
+             "text": f"ps{int(s)}: push {human_bytes(push)}, pull {human_bytes(pull)}"}
+            for s, r, push, pull in zip(per_server["shard"], per_server["rank"], per_server["push_bytes"],
+                                        per_server["pull_bytes"], strict=True) if int(r) in where]  # fmt: skip
+    return pd.DataFrame(rows, columns=["x", "y", "text"]).astype({"x": float, "y": float})
