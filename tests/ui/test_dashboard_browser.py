@@ -201,6 +201,9 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     assert page.locator(".adass-stop button").is_disabled()
     assert points("adass-test_acc") == 2 * 4  # a line and a marker per epoch
     assert points("adass-topology") > 0 and points("adass-timeline") > 0
+    # a synchronous ring: every step's staleness is 0, and the caption says why
+    assert points("adass-staleness") > 0
+    assert page.evaluate(TITLE_JS, "adass-staleness").startswith("staleness 0 on every step (synchronous)")
     # the Dask dashboard went with the run's cluster: its address is shown, no longer as a link
     assert page.locator(".adass-dask-link a").count() == 0
     assert page.locator(".adass-dask-link").get_by_text("closed with its run (was http://127.0.0.1:").count()

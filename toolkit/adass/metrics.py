@@ -58,7 +58,6 @@ class StepRecord:
     encode_s: float = 0.0
     comm_s: float = 0.0
     decode_s: float = 0.0
-    staleness: int = 0
 
 
 @dataclass

@@ -19,6 +19,7 @@ SUITES: dict[str, str] = {
     "adass_defaults": "the measurements behind ADASS's quantile and lipschitz=auto defaults",
     "exchange": "codecs x PS/ring: wire bytes, error, simulated and real loopback time",
     "dml": "PS vs ring x codecs on a Dask cluster, P=2/4, 1 Gbit link or none, beside PyTorch DDP; ADASS vs single process",
+    "dml_colocated": "PS shards colocated with the replicas vs dedicated server workers, P=4: Dask workers, epoch time",
     "codecs": "QSGD and random-k encode/decode against one read pass, reference and fused kernels, one core",
     "faults": "kill a worker, the client and the scheduler mid-run: detection time, work lost, accuracy vs uninterrupted",
 }

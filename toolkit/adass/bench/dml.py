@@ -4,7 +4,8 @@ Part (a): Parameter Server vs Ring All-Reduce x fp32 / qsgd:bits=8 / randk:ratio
 without a throttled 1 Gbit link, beside PyTorch DDP (gloo, unthrottled) on the same model, shards,
 local batch and steps; all with ``sampler=full``, so every arm does the same work and only the
 exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings,
-seed by seed, averaged over several seeds.
+seed by seed, averaged over several seeds. Part (c): PS shards colocated with the replicas against
+dedicated server workers (:mod:`adass.bench.dml_colocated`, on a cluster of its own).
 
 Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (forward, backward,
 codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
@@ -363,6 +364,10 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
         grid = _exchange_grid(base, handle, plan.workers, plan.ddp_pairs)
         runs = _adass_runs(base, handle, plan)
     adass = _adass_summary(runs)
+    from . import dml_colocated  # it reads this module's plans
+
+    colocated_plan = dml_colocated.QUICK_PLAN if quick else dml_colocated.FULL_PLAN
+    colocated = dml_colocated.grid(colocated_plan)
     text = _header(plan, time.perf_counter() - start, load)
     text += ["## (a) exchanges x codecs x links, beside DDP", "", markdown_table(grid), "",
              f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs, "
@@ -371,5 +376,7 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
              "`acc_vs_single_pts` the mean per-seed difference from single-process training with the "
              "same sampler and seed, `diff_se_pts` its standard error.", "",
              markdown_table(adass), "", "## Targets", "", markdown_table(targets(grid, adass)), ""]  # fmt: skip
-    write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass, "dml_adass_runs": runs})
+    text += dml_colocated.section(colocated_plan, colocated, "## (c) colocated PS vs dedicated servers")
+    write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass, "dml_adass_runs": runs,
+                                        "dml_colocated": colocated})  # fmt: skip
     return grid

@@ -1,5 +1,6 @@
 """How stale every replica's gradients were: per step, the parameter version a gradient was applied
-to minus the version it was computed on (``StepRecord.staleness``; 0 for a synchronous exchange)."""
+to minus the version it was computed on (a ``staleness`` column of step records; 0 for a synchronous
+exchange, and for records that have no such column)."""
 
 from __future__ import annotations
 
