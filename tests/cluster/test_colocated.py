@@ -1,6 +1,7 @@
 """``ps:colocated=true`` on Dask: server shards inside the replicas' processes, so the run takes no
 Dask worker besides the replicas; a served shard goes into its replica's checkpoint file and resumes."""
 
+import pytest
 import torch
 
 from adass.cluster import read_checkpoint, server_count, train_distributed
@@ -26,3 +27,16 @@ def test_colocated_servers_own_their_shards_and_resume_from_the_replicas_files(c
     straight = simulate_run(config.replace(epochs=3, exchange="ps:servers=2,update=server"))
     for ours, theirs in zip(resumed.parameters, straight.extra["parameters"][0], strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
+
+
+def test_a_loss_that_leaves_fewer_replicas_than_colocated_shards_is_refused_in_one_line(cluster):
+    """Four replicas serving four shards, and the cluster has three workers: once none comes back,
+    the run cannot go on with three replicas, and says why."""
+    from adass.cluster.runner import _after_loss
+    from adass.failures import RunFailure
+
+    config = RunConfig.from_flat(data=DATA, workers=4, exchange="ps:servers=4,colocated=true", detect_s=1)
+    with pytest.raises(RunFailure) as err:
+        _after_loss(cluster, config)
+    message = str(err.value)
+    assert "\n" not in message and "3 replicas remain" in message and "servers must be <= workers (3)" in message
