@@ -189,3 +189,24 @@ def steps_over_gloo(
         exchange.traffic()
         out.append(steps)
     return out
+
+
+def stamped_values_over_gloo(rank: int, world: int, sizes: list[int], link: str) -> dict | None:
+    """In a spawned process: rank 0 sends float32 tensors of ``sizes`` values over a throttled gloo
+    link with ``isend_values``, rank 1 receives them; rank 0 returns the messages each send took,
+    rank 1 what arrived and each record's (seconds, sim_seconds)."""
+    transport = GlooTransport(link=link, throttle=True)
+    meta = Transfer("reduce_scatter", hop=0, chunk=0, step=0)
+    sent = [torch.arange(n, dtype=torch.float32) * (1 + i) for i, n in enumerate(sizes)]
+    if rank == 0:
+        messages = []
+        for values in sent:
+            before = transport.log.wire_messages
+            transport.isend_values(1, values, values.numel(), meta).wait()
+            messages.append(transport.log.wire_messages - before)
+        return {"messages": messages}
+    handles = [transport.irecv_values(0, torch.empty(n), n, meta) for n in sizes]
+    got = [h.wait().tensors["values"].clone() for h in handles]
+    records = transport.log.drain()
+    return {"equal": [torch.equal(a, b) for a, b in zip(got, sent, strict=True)],
+            "timing": [(r.seconds, r.sim_seconds) for r in records]}  # fmt: skip

@@ -235,6 +235,14 @@ class Codec(ABC):
         codecs whose decode is mostly zeros write their values straight into place."""
         out.copy_(self.decode(payload))
 
+    def requantize(self, received: Payload, x: torch.Tensor, key: ChunkKey, weight: float = 1.0) -> Payload:
+        """One hop of a ring's ``requantize``: ``encode(decode(received) + x * weight, key)``, the
+        sum made as ``add_(x, alpha=weight)`` makes it. This is the reference; codecs with a faster
+        route to the same bits (QSGD's fused kernel) override it."""
+        total = self.decode(received)  # a new tensor (the decode contract)
+        total.add_(as_chunk(x), alpha=weight)
+        return self.encode(total, key)
+
     def add(self, a: Payload, b: Payload) -> Payload:
         """Sum of two payloads without decoding; only for ``summable`` codecs."""
         raise TypeError(f"codec {self.name!r} is not summable")

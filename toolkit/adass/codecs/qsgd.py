@@ -213,11 +213,46 @@ class QSGD(Codec):
             scales_t = torch.where(scales_t == 0, self.local_scale(x), scales_t)
         if self._math_dtype(scales_t, self.levels) != torch.float32:  # a scale below 2**-100
             return self._encode_reference(x, key, scale)
+        return self._fused_payload(codes, scales_t, x.numel())
+
+    def _fused_payload(self, codes: np.ndarray, scales: torch.Tensor, n: int) -> Payload:
+        """The payload of ``n`` values whose codes a fused kernel packed ``self.bits`` wide."""
         return Payload(
-            {"codes": torch.from_numpy(codes), "scales": scales_t},
-            numel=x.numel(),
-            header={"numel": x.numel(), "bits": self.bits, "count": 1},
+            {"codes": torch.from_numpy(codes), "scales": scales},
+            numel=n,
+            header={"numel": n, "bits": self.bits, "count": 1},
             header_bytes=HEADER_BYTES,
+        )
+
+    def requantize(self, received: Payload, x: torch.Tensor, key: ChunkKey, weight: float = 1.0) -> Payload:
+        """``Codec.requantize`` by the fused kernel, one pass per bucket, where it applies (CPU,
+        float32, 4 or 8 bits, max-abs scales, not shared, no scale zero or below ``2**-100``);
+        the reference otherwise. The same bits either way."""
+        x = as_chunk(x)
+        if not self._requantize_fusable(received, x):
+            return super().requantize(received, x, key, weight)
+        from .kernels import ring
+
+        spacing = (received.tensors["scales"].to(torch.float64) * (2 / self.levels)).to(torch.float32)
+        codes, scales = ring.qsgd_requantize(
+            received.tensors["codes"].contiguous().numpy(), spacing.contiguous().numpy(), x.numpy(),
+            weight, seed_for(key, "qsgd", shared=False), self.bucket, self.bits, self.levels / 2,
+        )  # fmt: skip
+        scales_t = torch.from_numpy(scales)
+        # a zero scale's sign, and float64 math for tiny ones, are the reference's to decide
+        if bool((scales_t == 0).any()) or self._math_dtype(scales_t, self.levels) != torch.float32:
+            return super().requantize(received, x, key, weight)
+        return self._fused_payload(codes, scales_t, x.numel())
+
+    def _requantize_fusable(self, received: Payload, x: torch.Tensor) -> bool:
+        """Whether the fused requantize applies to ``received`` and ``x`` (see ``requantize``)."""
+        if self.shared or received.header["count"] != 1 or received.numel != x.numel():
+            return False
+        if not self._fusable(x, None) or received.header["bits"] != self.bits:
+            return False
+        codes, scales = received.tensors["codes"], received.tensors["scales"]
+        return codes.device.type == "cpu" and self._decode_dtype(received) == torch.float32 and (
+            scales.device.type == "cpu"
         )
 
     @staticmethod
@@ -319,9 +354,24 @@ class QSGD(Codec):
         if not torch.equal(a.tensors["scales"], b.tensors["scales"]):
             raise ValueError(f"{self.name}: payloads were encoded with different scales")
         count = a.header["count"] + b.header["count"]
-        dtype = code_dtype(max(self.bits, bits_for(count * self.levels)))
-        total = self.codes(a, dtype) + self.codes(b, dtype)
+        width = max(self.bits, bits_for(count * self.levels))
+        if kernels.fused_enabled() and a.tensors["codes"].device.type == "cpu" and width <= 16:
+            return self._add_fused(a, b, width, count)
+        total = self.codes(a, code_dtype(width)) + self.codes(b, code_dtype(width))
         return self._payload(total, a.tensors["scales"], a.numel, count)
+
+    def _add_fused(self, a: Payload, b: Payload, width: int, count: int) -> Payload:
+        """``add`` by the fused kernel: the two code streams summed and packed in one pass."""
+        from .kernels import ring
+
+        packed = [p.tensors["codes"].contiguous().numpy() for p in (a, b)]
+        summed = ring.add_codes(packed[0], a.header["bits"], packed[1], b.header["bits"], width, a.numel)
+        return Payload(
+            {"codes": torch.from_numpy(summed), "scales": a.tensors["scales"].to(torch.float32)},
+            numel=a.numel,
+            header={"numel": a.numel, "bits": width, "count": count},
+            header_bytes=HEADER_BYTES,
+        )
 
     def coordinate_variance_bound(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
         """Per-value bound on ``E(decode(encode(x))_i - x_i)**2``, float64 ``(numel,)``.

@@ -232,11 +232,8 @@ class Engine:
         t0 = time.perf_counter()
         loss, used = backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, s.counters)
         t1 = time.perf_counter()
-        total, finite = self._agree_count(used, planned, _finite(loss, s.flat_grad))
-        if not finite:  # skipped everywhere alike: zeros go through the exchange, nobody steps
-            s.flat_grad.zero_()
-            total = 0
-        self._count_nonfinite(finite, epoch)
+        spreads = self._spreads_nonfinite()
+        total = self._before_exchange(used, planned, _finite(loss, s.flat_grad), epoch, spreads)
         encode_s = decode_s = comm_s = 0.0
         traffic: list[dict[str, Any]] = []
         pulled = None
@@ -256,6 +253,10 @@ class Engine:
             encode_s, decode_s = times["encode_s"], times["decode_s"]
             comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
             traffic = [asdict(r) for r in self.exchange.traffic()]
+        if spreads:  # every rank holds the same bits: a NaN or Inf anywhere is in all of them
+            finite = bool(torch.isfinite(s.flat_grad).all())
+            total = total if finite else 0
+            self._count_nonfinite(finite, epoch)
         if pulled is not None:
             if total:
                 write_flat_params(s.model, pulled, s.counters, s.measure_path)
@@ -267,6 +268,31 @@ class Engine:
                "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
         s.step += 1
         return row, traffic
+
+    def _spreads_nonfinite(self) -> bool:
+        """Whether a non-finite gradient is left to the exchange to spread (``Exchange.
+        spreads_nonfinite``), so the step needs no agreement of its own: several replicas, a
+        count the plan already knows (no two-pass sampler), and an exchange that spreads."""
+        return (
+            self.world > 1 and not self.state.sampler.two_pass
+            and self.exchange is not None and self.exchange.spreads_nonfinite
+        )  # fmt: skip
+
+    def _before_exchange(self, used: int, planned: int, finite: bool, epoch: int, spreads: bool) -> int:
+        """The step's global count (0: skipped everywhere alike, zeros go through the exchange and
+        nobody steps). Where the exchange ``spreads`` non-finite values, a replica whose loss alone
+        is not finite marks its gradient with a NaN, and the check waits for the result."""
+        s = self.state
+        if spreads:
+            if not finite and s.flat_grad.numel():
+                s.flat_grad.view(-1)[0] = float("nan")
+            return planned
+        total, finite = self._agree_count(used, planned, finite)
+        if not finite:
+            s.flat_grad.zero_()
+            total = 0
+        self._count_nonfinite(finite, epoch)
+        return total
 
     def _agree_count(self, used: int, planned: int, finite: bool) -> tuple[int, bool]:
         """The step's global sample count and whether every replica's loss and gradient are finite.

@@ -52,6 +52,11 @@ class Exchange(ABC):
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
         Where the last call spent its time; see :meth:`timers`.
+    spreads_nonfinite : bool
+        Whether a NaN or Inf in any worker's ``flat_grad`` reaches every worker's result (a lossless
+        dense ring sums raw floats, so one does), with every result bit-identical: the engine then
+        checks the result for non-finite values instead of agreeing on them before the exchange.
+        False (the default) where a codec may hide them (a quantizer's scale, a sparsifier).
     pulls_parameters : bool
         Whether ``reduce`` returns parameters after an optimizer step that servers took (a parameter
         server with ``update=server``) rather than the mean gradient; workers then copy the result
@@ -60,6 +65,7 @@ class Exchange(ABC):
 
     name = "exchange"
     pulls_parameters: bool = False
+    spreads_nonfinite: bool = False
 
     def __init__(
         self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0

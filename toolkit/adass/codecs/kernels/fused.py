@@ -90,44 +90,53 @@ def _pack4(level, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode(x, scale, out, state, bucket, bits, given):
-    """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
-    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values."""
-    n = x.size
+def _encode_bucket(xs, lo, m, out, state, last, words, level, bits):
+    """Round bucket ``xs`` (the values from ``lo`` on) with scale ``m`` and pack it ``bits`` (4 or
+    8) wide into ``out``. ``state``: SFC64 state, one word per 4 values from value 0 on, so a word
+    whose lanes straddle two buckets is drawn once: ``last[0]`` keeps the latest word drawn.
+    ``words`` and ``level`` are scratch of at least ``(len(xs) + 7) // 4 + 1`` and ``len(xs) + 1``."""
+    count = xs.size
+    hi = lo + count
     half = np.float32((2**bits - 2) // 2)
     top = np.float32(2**bits - 2)
     offset = half + np.float32(0.5) + np.float32(2.0**-17)
     one = np.float32(1.0)
     zero = np.float32(0.0)
-    words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
+    gain = (one / (m if m > zero else one)) * half
+    wlo = lo >> 2
+    made = (lo + 3) >> 2  # words drawn for the values before lo
+    for j in range(wlo, (hi + 3) >> 2):
+        if j >= made:
+            last[0] = _next(state)
+        words[j - wlo] = last[0]
     lanes = words.view(np.int16)
+    skip = lo - 4 * wlo
+    if bits == 8:
+        _round(lanes[skip : skip + count], xs, gain, offset, top, out[lo:hi])
+    else:  # 4 bits: buckets of even length start on a byte
+        _round(lanes[skip : skip + count], xs, gain, offset, top, level[:count])
+        if count & 1:
+            level[count] = 0
+        _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode(x, scale, out, state, bucket, bits, given):
+    """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
+    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values."""
+    n = x.size
+    words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
     level = np.zeros(bucket + 1, dtype=np.uint8)
-    made = 0  # words generated so far
-    last = np.uint64(0)
+    last = np.zeros(1, dtype=np.uint64)
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
         hi = min(lo + bucket, n)
-        count = hi - lo
         if given:
             m = scale[b]
         else:
             m = _max_abs(x[lo:hi])
             scale[b] = m
-        gain = (one / (m if m > zero else one)) * half
-        wlo = lo >> 2
-        for j in range(wlo, (hi + 3) >> 2):
-            if j >= made:  # a word of the previous bucket is still in words[0] otherwise
-                last = _next(state)
-                made += 1
-            words[j - wlo] = last
-        skip = lo - 4 * wlo
-        if bits == 8:
-            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, out[lo:hi])
-        else:  # 4 bits: buckets of even length start on a byte
-            _round(lanes[skip : skip + count], x[lo:hi], gain, offset, top, level[:count])
-            if count & 1:
-                level[count] = 0
-            _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+        _encode_bucket(x[lo:hi], lo, m, out, state, last, words, level, bits)
 
 
 @numba.njit(cache=True, nogil=True)

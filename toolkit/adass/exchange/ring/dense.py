@@ -28,6 +28,7 @@ class DenseAdd(PieceReducer):
     """
 
     agreed = True
+    spreads_nonfinite = True  # raw floats add, and IEEE sums keep a NaN or Inf non-finite
 
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
         super().__init__(ctx, x, weighting, pieces)

@@ -100,6 +100,8 @@ class Reducer(ABC):
         The step's total count, once a final payload has shown it (None before, or unweighted).
     """
 
+    spreads_nonfinite = False  # whether a NaN or Inf in any rank's x reaches every rank's result
+
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
         self.codec, self.key, self.memory = ctx.codec, ctx.key, ctx.memory
         self.x, self.w = x, weighting

@@ -73,13 +73,10 @@ class Requantize(CodecReducer):
         return self.values_codec.encode(share, self.key(piece.pid, 0))
 
     def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        total = self.values_codec.decode(received)  # a new tensor (the Codec.decode contract)
-        if self.plain:
-            total.add_(self.x[piece.lo : piece.hi], alpha=self.w.weight)
-        else:
-            total += self._share(piece)
-        hop = hop if hop >= 0 else FINAL_HOP
-        return self.values_codec.encode(total, self.key(piece.pid, hop))
+        key = self.key(piece.pid, hop if hop >= 0 else FINAL_HOP)
+        if self.plain:  # the weighted share is made on the fly, inside the codec's one pass
+            return self.values_codec.requantize(received, self.x[piece.lo : piece.hi], key, self.w.weight)
+        return self.values_codec.requantize(received, self._share(piece), key)
 
     def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
         if self.keyed is None:

@@ -130,6 +130,11 @@ class RingExchange(Exchange):
         self._learn(weighting, total, x.numel())
         return out
 
+    @property
+    def spreads_nonfinite(self) -> bool:  # type: ignore[override]
+        """Whether the chosen reducer carries a NaN or Inf of any rank into every result (dense)."""
+        return self.reducer.build.spreads_nonfinite
+
     def _weighting(self, count: float | None) -> Weighting:
         if count is None:
             return Weighting(1.0 / self.transport.world)

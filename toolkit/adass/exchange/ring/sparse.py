@@ -27,6 +27,8 @@ class SparseAdd(DenseAdd):
     process) they are new tensors.
     """
 
+    spreads_nonfinite = False  # a NaN outside the kept coordinates never travels
+
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
         keyed = ctx.codec.keyed_values()
         if keyed is None or keyed.values is not None:

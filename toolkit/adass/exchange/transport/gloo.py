@@ -4,7 +4,8 @@ is at most a head and one body message, or one message of both for a repeating t
 layout both sides have seen (``layouts.py``); transfers both sides agree on (``isend_values``)
 travel as the bare tensor. On a throttled transport a bare tensor is preceded by a 16-byte stamp
 (send and release times, on a fourth tag), so the receiver paces it from when it was sent, as it
-does framed payloads.
+does framed payloads; a small one (up to ``JOINED_STAMP_MAX_BYTES``) travels in one message with
+its stamp, on the stamp's tag, since a second message would cost it more than its bytes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from . import framing
 from .base import RecvHandle, SendHandle, Transfer, Transport
 from .layouts import LayoutMemory
 
-__all__ = ["GlooTransport"]
+__all__ = ["JOINED_STAMP_MAX_BYTES", "GlooTransport"]
+
+# Bare tensors up to this size go out behind their stamp in one message (a copy of at most this
+# much on each side), larger ones in two. Both sides decide from the agreed size alone.
+JOINED_STAMP_MAX_BYTES = 64 << 10
+_STAMP_BYTES = 16  # send and release times, float64
+
+
+def _joined(nbytes: int) -> bool:
+    """Whether a throttled bare tensor of ``nbytes`` travels in one message with its stamp."""
+    return nbytes <= JOINED_STAMP_MAX_BYTES
 
 
 class _Sent(SendHandle):
@@ -105,8 +116,13 @@ class _RecvValues(RecvHandle):
         super().__init__(transport._queue(src))
         self.transport, self.src, self.values, self.numel, self.meta = transport, src, into, numel, meta
         self.posted_at = time.time()
-        self.stamp = None if transport.clock is None else torch.empty(2, dtype=torch.float64)
-        if self.stamp is not None:
+        self.stamp = self.joined = None
+        if transport.clock is not None and _joined(into.numel() * into.element_size()):
+            self.joined = torch.empty(_STAMP_BYTES + into.numel() * into.element_size(), dtype=torch.uint8)
+            self.work = transport._post_recv(self.joined, src, transport.tag_stamp)
+            return
+        if transport.clock is not None:
+            self.stamp = torch.empty(2, dtype=torch.float64)
             self.stamp_work = transport._post_recv(self.stamp, src, transport.tag_stamp)
         self.work = transport._post_recv(into, src, transport.tag_body)
 
@@ -114,11 +130,15 @@ class _RecvValues(RecvHandle):
         self.work.wait()
         payload = Payload({"values": self.values}, self.numel)
         t = self.transport
+        if self.joined is not None:  # stamp, then the body, copied into place
+            self.values.view(-1).view(torch.uint8).copy_(self.joined[_STAMP_BYTES:])
+            self.stamp = self.joined[:_STAMP_BYTES].view(torch.float64)
+        elif self.stamp is not None:
+            self.stamp_work.wait()
         if self.stamp is None:  # nothing to pace: the records time it from the posted receive
             sent_at, not_before = self.posted_at, time.time()
         else:
-            self.stamp_work.wait()
-            t.log.frame_bytes += self.stamp.numel() * self.stamp.element_size()
+            t.log.frame_bytes += _STAMP_BYTES
             sent_at, not_before = self.stamp.tolist()
         t._deliver(self.src, payload, self.meta, sent_at, not_before)
         return payload
@@ -202,11 +222,19 @@ class GlooTransport(Transport):
         self._check_peer(dst)
         nbytes = values.numel() * values.element_size()
         works, keep = [], [values]
-        if self.clock is not None:  # the stamp the receiver paces this transfer by
+        if self.clock is None:
+            works.append(self._post_send(values, dst, self.tag_body))
+        elif _joined(nbytes):  # one message: the stamp the receiver paces this transfer by, the body
+            message = torch.empty(_STAMP_BYTES + nbytes, dtype=torch.uint8)
+            message[:_STAMP_BYTES] = torch.tensor(self._stamp(nbytes), dtype=torch.float64).view(torch.uint8)
+            message[_STAMP_BYTES:] = values.reshape(-1).view(torch.uint8)
+            works.append(self._post_send(message, dst, self.tag_stamp))
+            keep.append(message)
+        else:
             stamp = torch.tensor(self._stamp(nbytes), dtype=torch.float64)
             works.append(self._post_send(stamp, dst, self.tag_stamp))
+            works.append(self._post_send(values, dst, self.tag_body))
             keep.append(stamp)
-        works.append(self._post_send(values, dst, self.tag_body))
         self.log.sent(nbytes)
         return _Sent(works, keep)
 
