@@ -16,10 +16,12 @@ ALL_SPECS = [
     "randk:ratio=0.1",
     "randk:ratio=0.1,scale=false",
     "topk:ratio=0.1",
+    "sharedk:ratio=0.1",
     "randk:ratio=0.2+qsgd:bits=8",
     "randk:ratio=0.2+qsgd:bits=4,shared=true",
     "topk:ratio=0.2+qsgd:bits=8",
     "ef(qsgd:bits=2)",
+    "dmc(sharedk:ratio=0.1,warmup=2+qsgd:bits=8)",
     "ef(randk:ratio=0.1,scale=false+qsgd:bits=4)",
 ]
 

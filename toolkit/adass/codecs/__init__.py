@@ -5,7 +5,7 @@ Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the p
 ``base.py``. Codecs do math only and never call a collective.
 """
 
-from . import fp, qsgd, randk, topk  # noqa: F401  (each module registers its codecs)
+from . import fp, qsgd, randk, shared, topk  # noqa: F401  (each module registers its codecs)
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
 from .ef import ErrorFeedback
 from .fp import FloatCodec
@@ -16,6 +16,7 @@ from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
 from .qsgd import QSGD
 from .randk import RandomK
 from .sent_momentum import SentMomentumMemory
+from .shared import SharedK
 from .sparse import Sparsifier, kept_count
 from .spec import CODECS, make_codec
 from .stack import StackCodec
@@ -36,6 +37,7 @@ __all__ = [
     "Payload",
     "RandomK",
     "SentMomentumMemory",
+    "SharedK",
     "Sparsifier",
     "StackCodec",
     "TopK",

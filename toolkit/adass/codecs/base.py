@@ -199,8 +199,9 @@ class Codec(ABC):
     ``keyed_values()`` (coordinates that follow from the chunk key, and the codec of the kept
     values), ``error_feedback()`` (the codec that travels and the residual memory that an
     exchange keeps around a worker's own share), ``sent_coordinates(payload)`` (what a sparsifier
-    sent, which momentum correction masks) and ``set_epoch(epoch)`` (a wire format that follows a
-    schedule).
+    sent, which momentum correction masks), ``set_epoch(epoch)`` (a wire format that follows a
+    schedule) and ``observe(averaged, key)`` with ``codec_state()`` (a codec that learns from the
+    averaged result every worker holds after an all-reduce, and what a checkpoint keeps of it).
     """
 
     summable: bool = False
@@ -292,6 +293,22 @@ class Codec(ABC):
         """Tell the codec which epoch the next encodings belong to (an exchange does, every rank
         alike); codecs whose wire format follows a schedule (the ratio warm-up of a sparsifier)
         change with it. Nothing by default."""
+        return None
+
+    def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
+        """Learn from chunk ``key``'s averaged result, which every worker holds alike after an
+        all-reduce (an exchange calls it after each step, on every rank, with each piece of the
+        result). Codecs that choose coordinates from shared knowledge (``sharedk``) keep state from
+        it; nothing by default."""
+        return None
+
+    def codec_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this codec's own state (what :meth:`observe` learnt); empty
+        (the default) for codecs without state."""
+        return {}
+
+    def load_codec_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`codec_state` gave; nothing by default."""
         return None
 
     def __eq__(self, other: object) -> bool:

@@ -15,6 +15,8 @@ with ``scale=true``) is refused with a SpecError.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..registry import SpecError
@@ -69,6 +71,18 @@ class ErrorFeedback(Codec):
     def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
         """The inner codec's."""
         return self.inner.sent_coordinates(payload)
+
+    def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
+        """The inner codec learns."""
+        self.inner.observe(averaged, key)
+
+    def codec_state(self) -> dict[str, Any]:
+        """The inner codec's."""
+        return self.inner.codec_state()
+
+    def load_codec_state(self, state: dict[str, Any]) -> None:
+        """The inner codec's."""
+        self.inner.load_codec_state(state)
 
     def error_feedback(self) -> tuple[Codec, Memory]:
         """The inner codec (what travels) and the memory, for an exchange to keep apart."""

@@ -11,6 +11,8 @@ random-k), plus the inner payload's tensors under ``inner.<name>`` and its heade
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..registry import SpecError
@@ -56,6 +58,18 @@ class StackCodec(Codec):
     def set_epoch(self, epoch: int) -> None:
         """The sparsifier's warm-up follows the epoch."""
         self.outer.set_epoch(epoch)
+
+    def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
+        """The sparsifier learns (it chooses the coordinates)."""
+        self.outer.observe(averaged, key)
+
+    def codec_state(self) -> dict[str, Any]:
+        """The sparsifier's."""
+        return self.outer.codec_state()
+
+    def load_codec_state(self, state: dict[str, Any]) -> None:
+        """The sparsifier's."""
+        self.outer.load_codec_state(state)
 
     def sent_coordinates(self, payload: Payload) -> torch.Tensor:
         """The sparsifier's kept coordinates."""

@@ -120,13 +120,26 @@ class Exchange(ABC):
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps of this exchange: the error-feedback residuals (``memory``, with
-        ``mc(SPEC)`` also the velocities), as CPU tensors; empty without error feedback."""
-        return {} if self.memory is None else {"memory": self.memory.state_dict()}
+        ``mc(SPEC)`` also the velocities) and what the codec learnt (``codec``, see
+        ``Codec.observe``), as CPU tensors; empty where there is neither."""
+        state = {} if self.memory is None else {"memory": self.memory.state_dict()}
+        codec_state = self.codec.codec_state()
+        if codec_state:
+            state["codec"] = codec_state
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` gave (residuals are ignored without error feedback)."""
         if self.memory is not None and "memory" in state:
             self.memory.load_state_dict(state["memory"])
+        if "codec" in state:
+            self.codec.load_codec_state(state["codec"])
+
+    def _observe(self, out: torch.Tensor, pieces: Any) -> None:
+        """Show the codec each piece of the step's result, which every rank holds alike (call it
+        before ``step`` moves on, so the keys are the step's)."""
+        for p in pieces:
+            self.codec.observe(out[p.lo : p.hi], self._key(p.pid))
 
     @classmethod
     def check(cls, codec: Codec, **params: Any) -> None:

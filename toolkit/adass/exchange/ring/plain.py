@@ -67,6 +67,7 @@ class PlainRing(Exchange):
             if g < world - 1:
                 payload = self._hop("all_gather", g, c, payload, (c - 1) % world in piece)
                 c = (c - 1) % world
+        self._observe(out, piece.values())
         self.step += 1
         return out
 

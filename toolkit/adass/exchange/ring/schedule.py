@@ -121,6 +121,8 @@ class RingExchange(Exchange):
         reducer = self.reducer.build(self._context(), x, weighting, pieces)
         self._agree(reducer, pieces)
         reducer.run(self, layout, out)
+        with self.clock.decoding:  # a codec that learns from the shared result (sharedk) does so here
+            self._observe(out, pieces)
         total = reducer.total
         if self.memory is not None:
             # the owner scaled the sums by hint / total: restate the memory in the step's true units

@@ -1,0 +1,135 @@
+"""Shared-knowledge selection (``sharedk``): workers that observed the same averaged results pick the
+same coordinates; the scores choose the top share, the seed the rest; state round-trips; error
+feedback's residual stays bounded around it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from codec_cases import chunk
+
+from adass.codecs import ChunkKey, SharedK, make_codec
+from adass.codecs.ef import ErrorFeedback
+from adass.codecs.shared import GROWTH
+from adass.registry import SpecError
+
+
+def _observed(codec: SharedK, n: int, steps: int, chunk_id: int = 0) -> SharedK:
+    """``codec`` after ``steps`` steps of encoding and observing seeded 'averaged' chunks."""
+    for step in range(steps):
+        key = ChunkKey(7, step, chunk_id)
+        codec.encode(chunk(n, seed=step), key)
+        codec.observe(chunk(n, seed=100 + step), key)
+    return codec
+
+
+def test_spec_round_trips_and_bad_values_fail_in_one_line() -> None:
+    codec = make_codec("sharedk:ratio=0.05,growth=linear,warmup=2")
+    assert isinstance(codec, SharedK) and make_codec(codec.name) == codec
+    assert codec.contractive and codec.summable and codec.keyed_values() is not None
+    with pytest.raises(SpecError, match="growth"):
+        make_codec("sharedk:growth=cubic")
+    with pytest.raises(SpecError, match="top"):
+        make_codec("sharedk:top=1.5")
+
+
+def test_without_state_it_is_shared_seed_random_k() -> None:
+    n, key = 500, ChunkKey(3, 4, 1)
+    shared = make_codec("sharedk:ratio=0.1")
+    plain = make_codec("randk:ratio=0.1,scale=false")
+    assert torch.equal(shared.indices(n, key), plain.indices(n, key))
+    x = chunk(n)
+    assert torch.equal(shared.decode(shared.encode(x, key)), plain.decode(plain.encode(x, key)))
+
+
+def test_ranks_that_observed_the_same_results_pick_the_same_coordinates() -> None:
+    n = 400
+    a = _observed(make_codec("sharedk:ratio=0.05"), n, 6)
+    b = _observed(make_codec("sharedk:ratio=0.05"), n, 6)
+    key = ChunkKey(7, 6, 0)
+    assert torch.equal(a.indices(n, key), b.indices(n, key))
+    # a different history gives a different choice: the state, not only the seed, decides
+    c = make_codec("sharedk:ratio=0.05")
+    for step in range(6):
+        k = ChunkKey(7, step, 0)
+        c.encode(chunk(n, seed=step), k)
+        c.observe(chunk(n, seed=200 + step), k)
+    assert not torch.equal(a.indices(n, key), c.indices(n, key))
+
+
+def test_the_top_share_follows_the_scores() -> None:
+    n, k = 1000, 50
+    codec = _observed(make_codec("sharedk:ratio=0.05,top=0.8"), n, 4)
+    state = codec.states[0]
+    chosen = set(codec.indices(n, ChunkKey(7, 4, 0)).tolist())
+    assert len(chosen) == k
+    best = set(torch.topk(codec.scores(state), round(0.8 * k)).indices.tolist())
+    assert best <= chosen
+
+
+def test_top_one_is_the_scores_alone_and_top_zero_is_random() -> None:
+    n = 300
+    greedy = _observed(make_codec("sharedk:ratio=0.1,top=1.0"), n, 3)
+    expected = torch.sort(torch.topk(greedy.scores(greedy.states[0]), 30).indices).values
+    assert torch.equal(greedy.indices(n, ChunkKey(7, 3, 0)), expected)
+    random = _observed(make_codec("sharedk:ratio=0.1,top=0.0"), n, 3)
+    again = _observed(make_codec("sharedk:ratio=0.1,top=0.0"), n, 3)
+    assert torch.equal(random.indices(n, ChunkKey(7, 3, 0)), again.indices(n, ChunkKey(7, 3, 0)))
+
+
+def test_observe_updates_rates_of_the_sent_and_waits_of_the_rest() -> None:
+    n, key = 200, ChunkKey(1, 0, 0)
+    codec = make_codec("sharedk:ratio=0.1,growth=linear")
+    codec.encode(chunk(n), key)
+    sent = codec.indices(n, key)
+    averaged = chunk(n, seed=9)
+    codec.observe(averaged, key)
+    state = codec.states[0]
+    assert torch.equal(state.rate[sent], averaged[sent].abs())  # first send, wait 1: rate = |value|
+    assert bool(state.seen[sent].all()) and int(state.seen.sum()) == sent.numel()
+    others = torch.ones(n, dtype=torch.bool)
+    others[sent] = False
+    assert bool((state.wait[sent] == 1).all()) and bool((state.wait[others] == 2).all())
+
+
+def test_the_random_share_reaches_every_coordinate_over_time() -> None:
+    n, steps = 200, 120
+    codec = make_codec("sharedk:ratio=0.05,top=0.5")
+    ever = torch.zeros(n, dtype=torch.bool)
+    spike = torch.zeros(n)
+    spike[:5] = 100.0  # five coordinates that dominate the scores
+    for step in range(steps):
+        key = ChunkKey(0, step, 0)
+        codec.encode(spike, key)
+        ever[codec.indices(n, key)] = True
+        codec.observe(spike + 0.01, key)
+    assert bool(ever.all())
+
+
+@pytest.mark.parametrize("growth", sorted(GROWTH))
+def test_error_feedback_residual_stays_bounded(growth: str) -> None:
+    """Stich et al.: with a contractive selection the residual stays within a constant of the gradients."""
+    n = 400
+    codec = make_codec(f"ef(sharedk:ratio=0.05,growth={growth})")
+    assert isinstance(codec, ErrorFeedback)
+    norms = []
+    for step in range(300):
+        key = ChunkKey(2, step, 0)
+        g = chunk(n, seed=step)
+        payload = codec.encode(g, key)
+        codec.inner.observe(codec.inner.decode(payload), key)
+        norms.append(float(codec.memory.residuals[0].norm() / g.norm()))
+    assert max(norms[150:]) < 2.0 * max(norms[:150]) + 1.0
+    assert max(norms) < 60.0  # sqrt(n / k) = sqrt(20) times a few: bounded, not growing with the steps
+
+
+def test_codec_state_round_trips_and_restores_the_choice() -> None:
+    n = 300
+    codec = _observed(make_codec("sharedk:ratio=0.1"), n, 5)
+    restored = make_codec("sharedk:ratio=0.1")
+    restored.load_codec_state(codec.codec_state())
+    key = ChunkKey(7, 5, 0)
+    assert torch.equal(codec.indices(n, key), restored.indices(n, key))
+    stacked = make_codec("dmc(sharedk:ratio=0.1+qsgd:bits=8)")
+    stacked.load_codec_state(codec.codec_state())
+    assert torch.equal(stacked.codec_state()[0]["rate"], codec.states[0].rate)

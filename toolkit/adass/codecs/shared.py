@@ -1,0 +1,202 @@
+"""Shared-knowledge coordinate selection (``sharedk``): random-k whose coordinates every worker
+derives from what all workers already hold, the averaged gradients of earlier steps.
+
+After a ring all-reduce every worker holds the *same* averaged gradient, bit for bit. A codec that
+looks at it (``Codec.observe``, which the ring calls with each piece of the result) can therefore
+choose the next step's coordinates deterministically, the same on every worker, with nothing
+sent: payloads stay aligned, so they still add in the reduce-scatter like random-k's.
+
+Per coordinate it keeps a *rate* (an exponential average of how much of the averaged gradient a
+send of that coordinate carried, per unit of growth) and a *wait* (steps since it was last sent,
+i.e. how many steps its error-feedback residual has been accumulating). The expected size of what
+waits there now is ``rate * G(wait)``: with ``growth=walk``, ``G(w) = sqrt(w)`` (residuals that
+grow like a random walk, the gradient's sign changing), with ``growth=linear``, ``G(w) = w`` (a
+steady drift). A share ``top`` of the ``k`` slots goes to the coordinates of largest score, the
+rest to coordinates drawn from the shared seed among the others, so every coordinate keeps a
+chance and a rate never goes stale for good. Coordinates never sent take the mean rate of those
+that were.
+
+This is an approximation of global top-k of the accumulated residual (Stich, Cordonnier and Jaggi,
+"Sparsified SGD with Memory", NeurIPS 2018, show that any contractive selection converges under
+error feedback; top-k contracts most), at random-k's wire cost: decoding scatters the kept values
+unscaled, so the codec is contractive and meant for ``ef(...)``/``mc(...)``/``dmc(...)``.
+
+Where nothing is observed (a parameter server, where workers never see the averaged gradient of
+the others' encodings, and one-step simulations) every chunk has no state and selection falls back
+to shared-seed random-k: still aligned on every worker.
+
+Wire layout: as random-k's (``randk.py``): ``values`` float32 ``(k,)``, 12-byte header.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..registry import Param
+from .base import ChunkKey, generator_for
+from .randk import PARAMS as RANDK_PARAMS
+from .randk import RandomK
+from .sampling import distinct_sample
+from .spec import CODECS, canonical
+
+__all__ = ["GROWTH", "ChunkState", "SharedK"]
+
+#: how the residual waiting at a coordinate grows with the steps since it was sent
+GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "walk": torch.sqrt,  # sign-changing gradients: a random walk
+    "linear": lambda wait: wait,  # a steady drift
+}
+
+PARAMS = {
+    "ratio": RANDK_PARAMS["ratio"],
+    "top": Param(
+        0.9,
+        "share of the k slots given to the coordinates of highest score (the rest random)",
+        low=0.0,
+        high=1.0,
+    ),  # fmt: skip
+    "growth": Param(
+        "walk", "how a waiting residual grows with the steps since its last send", choices=tuple(GROWTH)
+    ),  # fmt: skip
+    "decay": Param(
+        0.5, "weight of the old rate in the average when a coordinate is sent again", low=0.0, high=1.0
+    ),  # fmt: skip
+    "warmup": RANDK_PARAMS["warmup"],
+}
+
+
+@dataclass
+class ChunkState:
+    """What every worker knows alike about one chunk id.
+
+    Attributes
+    ----------
+    rate : Tensor
+        float32 ``(n,)``: the averaged magnitude per unit of growth seen when last sent.
+    wait : Tensor
+        float32 ``(n,)``: steps the residual has accumulated since the coordinate was last sent
+        (1 right after a send).
+    seen : Tensor
+        bool ``(n,)``: whether the coordinate was ever sent.
+    """
+
+    rate: torch.Tensor
+    wait: torch.Tensor
+    seen: torch.Tensor
+
+    @classmethod
+    def empty(cls, numel: int) -> ChunkState:
+        zeros = torch.zeros(numel, dtype=torch.float32)
+        return cls(zeros, torch.ones(numel, dtype=torch.float32), torch.zeros(numel, dtype=torch.bool))
+
+
+class SharedK(RandomK):
+    """Keep ``k`` coordinates chosen from what every worker knows: the highest scores and a random rest.
+
+    Parameters
+    ----------
+    ratio : float
+        Share of values kept, in [0, 1].
+    top : float
+        Share of the ``k`` slots taken by the coordinates of highest score ``rate * G(wait)``; the
+        rest are drawn uniformly from the shared seed among the other coordinates.
+    growth : {"walk", "linear"}
+        ``G``: ``sqrt(wait)`` or ``wait``.
+    decay : float
+        ``rate <- decay * rate + (1 - decay) * |sent| / G(wait)`` at each send of a coordinate.
+    warmup : int
+        Epochs of ratio warm-up (``warmup.py``).
+
+    Notes
+    -----
+    Decoding never scales (contractive), so the codec suits error feedback and momentum correction.
+    The state is per chunk id; an exchange calls :meth:`observe` with every chunk of each step's
+    averaged result, after the step, on every worker alike, and keeps :meth:`codec_state` in
+    checkpoints.
+    """
+
+    def __init__(self, ratio: float = 0.01, top: float = 0.9, growth: str = "walk", decay: float = 0.5,
+                 warmup: int = 0) -> None:  # fmt: skip
+        owner = "codec 'sharedk'"
+        super().__init__(ratio, scale=False, warmup=warmup)
+        self.top = PARAMS["top"].convert(owner, "top", top)
+        self.growth = PARAMS["growth"].convert(owner, "growth", growth)
+        self.decay = PARAMS["decay"].convert(owner, "decay", decay)
+        values = {"ratio": self.ratio, "top": self.top, "growth": self.growth, "decay": self.decay,
+                  "warmup": self.warmup}  # fmt: skip
+        named = PARAMS if self.warmup else {k: p for k, p in PARAMS.items() if k != "warmup"}
+        self.name = canonical("sharedk", named, values)
+        self.states: dict[int, ChunkState] = {}
+
+    def indices(
+        self, numel: int, key: ChunkKey, device: str | torch.device = "cpu", k: int | None = None
+    ) -> torch.Tensor:
+        """The ``k`` sorted coordinates (int64) every worker keeps for chunk ``key``: random-k's
+        where the chunk has no state yet, else the top scores and a shared-seed random rest."""
+        device = torch.device(device)
+        k = self.k_for(numel) if k is None else k
+        state = self.states.get(key.chunk)
+        if state is None or state.rate.numel() != numel:
+            return super().indices(numel, key, device, k)
+        cache_key = ("shared", numel, k, key.seed, key.step, key.chunk, str(device))
+        return self._cache.get(cache_key, lambda: self._choose(state, numel, k, key).to(device))
+
+    def scores(self, state: ChunkState) -> torch.Tensor:
+        """``rate * G(wait)`` per coordinate; coordinates never sent take the mean rate of the rest."""
+        seen = int(state.seen.sum())
+        fill = float(state.rate[state.seen].mean()) if seen else 1.0
+        rate = state.rate if seen == state.rate.numel() else torch.where(state.seen, state.rate, fill)
+        return rate * GROWTH[self.growth](state.wait)
+
+    def _choose(self, state: ChunkState, numel: int, k: int, key: ChunkKey) -> torch.Tensor:
+        """The highest-score ``round(top * k)`` coordinates and ``k`` minus those drawn among the rest."""
+        top_k = min(k, round(self.top * k))
+        best = torch.topk(self.scores(state), top_k, sorted=False).indices if top_k else None
+        if top_k == k:
+            return torch.sort(best).values
+        others = torch.ones(numel, dtype=torch.bool)
+        if best is not None:
+            others[best] = False
+        pool = others.nonzero().flatten()  # (numel - top_k,), sorted
+        gen = generator_for(key, "sharedk", shared=True)
+        drawn = pool[distinct_sample(pool.numel(), k - top_k, gen)]
+        chosen = drawn if best is None else torch.cat([best, drawn])
+        return torch.sort(chosen).values
+
+    def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
+        """Learn from chunk ``key``'s averaged result (the same on every worker): the rates of the
+        coordinates sent this step, and one more step of waiting for the others."""
+        numel = averaged.numel()
+        state = self.states.get(key.chunk)
+        sent = self.indices(numel, key, "cpu")  # this step's coordinates (cached by the encode)
+        if state is None or state.rate.numel() != numel:
+            state = self.states[key.chunk] = ChunkState.empty(numel)
+        magnitude = averaged.detach().to("cpu", torch.float32)[sent].abs()
+        per_growth = magnitude / GROWTH[self.growth](state.wait[sent])
+        old = state.rate[sent]
+        state.rate[sent] = torch.where(state.seen[sent], self.decay * old + (1.0 - self.decay) * per_growth,
+                                       per_growth)  # fmt: skip
+        state.seen[sent] = True
+        state.wait.add_(1.0)
+        state.wait[sent] = 1.0
+
+    def codec_state(self) -> dict[str, Any]:
+        """Rates, waits and seen flags by chunk id, as CPU tensors."""
+        return {int(c): {"rate": s.rate.clone(), "wait": s.wait.clone(), "seen": s.seen.clone()}
+                for c, s in self.states.items()}  # fmt: skip
+
+    def load_codec_state(self, state: dict[str, Any]) -> None:
+        """Replace the state with :meth:`codec_state`'s; cached selections are forgotten."""
+        self.states = {int(c): ChunkState(s["rate"].to(torch.float32).clone(), s["wait"].to(torch.float32).clone(),
+                                          s["seen"].to(torch.bool).clone()) for c, s in state.items()}  # fmt: skip
+        self._cache.clear()
+
+
+@CODECS.register("sharedk", **PARAMS)
+def build_sharedk(ratio: float, top: float, growth: str, decay: float, warmup: int) -> SharedK:
+    """random-k whose coordinates follow the shared averaged gradient: top scores plus a random rest"""
+    return SharedK(ratio, top, growth, decay, warmup)
