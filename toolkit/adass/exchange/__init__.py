@@ -6,17 +6,19 @@ Subsystems: the exchange algorithms (``base.py``, ``ps.py``, ``ring/``, with ``c
 model) and ``simulate.py``.
 """
 
-from . import ps, ring  # noqa: F401  (each module registers its exchange)
+from . import ps, ps_async, ring  # noqa: F401  (each module registers its exchange or mode)
 from .base import EXCHANGES, Exchange, check, make_exchange
 from .chunking import ChunkLayout, Piece, chunk_bounds
 from .link import Link, LinkClock, parse_link
 from .ps import ParameterServer
+from .ps_async import AsyncParameterServer
 from .ring import RingExchange
 from .simulate import SimulationResult, simulate
 from .transport import GlooTransport, InProcHub, InProcTransport, Transport
 
 __all__ = [
     "EXCHANGES",
+    "AsyncParameterServer",
     "ChunkLayout",
     "Exchange",
     "GlooTransport",
