@@ -22,6 +22,7 @@ from .models import MODELS
 from .options import allowed, check_value
 from .registry import Registry, SpecError
 from .sampling import SAMPLERS
+from .straggler import parse_straggler
 
 __all__ = [
     "ClusterSection",
@@ -88,6 +89,7 @@ class ClusterSection(param.Parameterized):
     tls_ca = param.String("", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with")
     tls_cert = param.String("", doc="external scheduler: this client's certificate file (PEM)")
     tls_key = param.String("", doc="external scheduler: this client's private key file (PEM)")
+    straggler = param.String("", doc="slow one replica by a sleep per step: RANK:DELAY_S, or each in turn for STEPS steps: rotate:DELAY_S:STEPS; empty: none")
     restarts = param.Integer(2, bounds=(0, 100), doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has")
 
 
@@ -131,6 +133,7 @@ def _checked_pair(exchange: str, codec: str) -> str:
 SPEC_PARSERS: dict[str, Callable[[str], object]] = {
     "codec": codec_probe,
     "link": parse_link,
+    "straggler": parse_straggler,
 }
 
 
@@ -225,11 +228,15 @@ class RunConfig:
                 raise SpecError(f"--exchange/--workers: {err}") from None
         if self.cluster.workers == 0:
             flat = self.flat()
-            for option, default in {"codec": "fp32", "link": "", "scheduler": "", "bind": ""}.items():
+            for option, default in {"codec": "fp32", "link": "", "scheduler": "", "bind": "", "straggler": ""}.items():
                 value = flat[option]
                 if value != default:
                     raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
 
+        rank = parse_straggler(self.cluster.straggler).rank
+        if rank is not None and self.cluster.workers and rank >= self.cluster.workers:
+            raise SpecError(f"--straggler: rank {rank} is not a replica of --workers {self.cluster.workers}; "
+                            f"expected 0..{self.cluster.workers - 1}")  # fmt: skip
         if not self.cluster.scheduler:
             for option in ("tls_ca", "tls_cert", "tls_key"):
                 if getattr(self.cluster, option):

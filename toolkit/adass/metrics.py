@@ -46,6 +46,9 @@ class StepRecord:
     time, which is not encode or decode: sending, receiving and waiting for peers (a fast replica
     waits for the slowest one here), framing and copies; ``decode_s`` turning the final payloads
     into the averaged gradient. A run in one process has no exchange: all three are 0.
+    ``staleness``: under an asynchronous parameter server (``ps:mode=async|ssp``), the most, over
+    server shards, that a shard's version had moved on between the parameters this gradient was
+    computed on and the update it was applied to (in updates); 0 in lock-step.
     """
 
     run: str
@@ -58,6 +61,7 @@ class StepRecord:
     encode_s: float = 0.0
     comm_s: float = 0.0
     decode_s: float = 0.0
+    staleness: int = 0
 
 
 @dataclass
@@ -138,6 +142,8 @@ RECORD_FILES: dict[type, str] = {
 #: Columns that older runs wrote under another name (renamed on load) or no longer write (dropped).
 RENAMED: dict[type, dict[str, str]] = {EvalRecord: {"wall_s": "train_s"}}
 DROPPED: dict[type, tuple[str, ...]] = {StepRecord: ("wait_s",)}
+#: Columns added after runs had been written: older frames get them, at these values, on load.
+ADDED: dict[type, dict[str, Any]] = {StepRecord: {"staleness": 0}}
 
 
 def columns(kind: type) -> list[str]:
@@ -149,7 +155,9 @@ def upgrade(kind: type, frame: pd.DataFrame) -> pd.DataFrame:
     """A frame of ``kind`` read from an older run, with today's column names."""
     old = RENAMED.get(kind, {})
     frame = frame.rename(columns={k: v for k, v in old.items() if v not in frame.columns})
-    return frame.drop(columns=[c for c in DROPPED.get(kind, ()) if c in frame.columns])
+    frame = frame.drop(columns=[c for c in DROPPED.get(kind, ()) if c in frame.columns])
+    missing = {c: v for c, v in ADDED.get(kind, {}).items() if c not in frame.columns}
+    return frame.assign(**missing) if missing else frame
 
 
 @runtime_checkable

@@ -157,10 +157,7 @@ class Server(_Member):
     async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
-            traffic = []
-            for _ in range(steps):
-                self.exchange.serve_step()
-                traffic += [asdict(r) for r in self.exchange.traffic()]
+            traffic = [asdict(r) for r in self.exchange.serve_epoch(steps)]
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)

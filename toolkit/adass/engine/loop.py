@@ -18,6 +18,7 @@ import torch
 from ..exchange import Exchange
 from ..failures import Diverged
 from ..metrics import StepRecord, TrafficRecord
+from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
@@ -129,6 +130,7 @@ class Engine:
             # momentum correction (mc(SPEC)): the exchange applies the momentum before it encodes
             state.optimizer = make_optimizer(state.model, state.config, momentum=0.0)
         self.split, self.run_id = split, run_id
+        self.straggler = parse_straggler(state.config.cluster.straggler)
         self.rank, self.world = self.agreement.rank, self.agreement.world
         self.selection = None
         self.selection_bounds: torch.Tensor | None = None  # (n,) scores the last selection was made from
@@ -223,17 +225,20 @@ class Engine:
     def step(
         self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, planned: int
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """One synchronous step on the local batch ``idx``; returns its row and traffic rows.
+        """One step on the local batch ``idx`` (in lock-step with the other replicas unless the
+        exchange is asynchronous); returns its row and traffic rows.
 
         ``planned`` is the step's global batch from the plan; it is the global sample count unless
         a two-pass sampler backpropagates fewer samples than it visits.
         """
         s = self.state
         t0 = time.perf_counter()
+        self.straggler.wait(self.rank, s.step, self.world)  # a slowed replica's extra time counts as compute
         loss, used = backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, s.counters)
         t1 = time.perf_counter()
+        lockstep = self.exchange is None or self.exchange.lockstep
         spreads = self._spreads_nonfinite()
-        total = self._before_exchange(used, planned, _finite(loss, s.flat_grad), epoch, spreads)
+        total = self._before_exchange(used, planned, _finite(loss, s.flat_grad), epoch, spreads, lockstep)
         encode_s = decode_s = comm_s = 0.0
         traffic: list[dict[str, Any]] = []
         pulled = None
@@ -241,13 +246,16 @@ class Engine:
             # a step nobody backpropagated in still exchanges (so PS servers stay in step) but nobody
             # applies it, so its error-feedback memory keeps what it held instead of spending it on a
             # result that is thrown away
-            held = None if total else self.exchange.state_dict()
-            if self.exchange.pulls_parameters:  # servers step; a zero count everywhere keeps them still
+            memory = self.exchange.memory
+            held = None if total or memory is None else memory.state_dict()
+            if not lockstep:  # the servers apply this push at its share of the global batch
+                pulled = self.exchange.reduce(s.flat_grad, used / planned if total else 0.0)
+            elif self.exchange.pulls_parameters:  # servers step; a zero count everywhere keeps them still
                 pulled = self.exchange.reduce(s.flat_grad, float(used) if total else 0.0)
             else:  # zeros at unit weight, so the weighted mean is defined
                 self.exchange.reduce(s.flat_grad, float(used) if total else 1.0, out=s.flat_grad)  # in place
             if held is not None:
-                self.exchange.load_state_dict(held)
+                memory.load_state_dict(held)
             t2 = time.perf_counter()
             times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
             encode_s, decode_s = times["encode_s"], times["decode_s"]
@@ -258,12 +266,14 @@ class Engine:
             total = total if finite else 0
             self._count_nonfinite(finite, epoch)
         if pulled is not None:
-            if total:
+            if total or not lockstep:  # asynchronous: the others' pushes moved the parameters meanwhile
                 write_flat_params(s.model, pulled, s.counters, s.measure_path)
         elif total:
             optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
+        staleness = 0 if self.exchange is None else self.exchange.staleness
         record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
-                            compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s)  # fmt: skip
+                            compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
+                            staleness=staleness)  # fmt: skip
         row = {**asdict(record), "wire_bytes": sum(r["wire_bytes"] for r in traffic),
                "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
         s.step += 1
@@ -278,16 +288,23 @@ class Engine:
             and self.exchange is not None and self.exchange.spreads_nonfinite
         )  # fmt: skip
 
-    def _before_exchange(self, used: int, planned: int, finite: bool, epoch: int, spreads: bool) -> int:
+    def _before_exchange(
+        self, used: int, planned: int, finite: bool, epoch: int, spreads: bool, lockstep: bool
+    ) -> int:
         """The step's global count (0: skipped everywhere alike, zeros go through the exchange and
         nobody steps). Where the exchange ``spreads`` non-finite values, a replica whose loss alone
-        is not finite marks its gradient with a NaN, and the check waits for the result."""
+        is not finite marks its gradient with a NaN, and the check waits for the result. Without
+        ``lockstep`` (an asynchronous exchange) there is no per-step collective: each push carries
+        its own share of the planned batch, and the count is this replica's own."""
         s = self.state
         if spreads:
             if not finite and s.flat_grad.numel():
                 s.flat_grad.view(-1)[0] = float("nan")
             return planned
-        total, finite = self._agree_count(used, planned, finite)
+        if lockstep:
+            total, finite = self._agree_count(used, planned, finite)
+        else:
+            total = used if finite else 0
         if not finite:
             s.flat_grad.zero_()
             total = 0

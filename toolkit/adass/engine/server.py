@@ -48,11 +48,15 @@ class ShardOptimizer:
         return cls(flat[lo:hi], config)
 
     @torch.no_grad()
-    def __call__(self, mean: torch.Tensor | None, epoch: int) -> torch.Tensor:
-        """One optimizer step on ``mean`` (None: a step without samples, no step) at ``epoch``'s
-        learning rate; returns a copy of the parameters, which workers pull."""
+    def __call__(self, mean: torch.Tensor | None, epoch: int, share: float = 1.0) -> torch.Tensor:
+        """One optimizer step on ``mean`` (None: a step without samples, no step) at ``share`` of
+        ``epoch``'s learning rate (an asynchronous server steps once per push, each push at its
+        share of the global batch); returns a copy of the parameters, which workers pull."""
         if mean is not None:
             set_lr(self.optimizer, self.config, epoch)
+            if share != 1.0:
+                for group in self.optimizer.param_groups:
+                    group["lr"] *= share
             self.params.grad = mean
             self.optimizer.step()
             self.params.grad = None

@@ -120,12 +120,8 @@ def simulate_run(
         def work(rank: int, plans: list = plans) -> Any:
             if rank < world:
                 return vars(engines[rank].run_epoch(plans[rank]))
-            traffic = []
             exchanges[rank].epoch = plans[0].epoch
-            for _ in range(plans[0].steps):
-                exchanges[rank].serve_step()
-                traffic += [vars(r) for r in exchanges[rank].traffic()]
-            return {"traffic": traffic}
+            return {"traffic": [vars(r) for r in exchanges[rank].serve_epoch(plans[0].steps)]}
 
         reports = on_threads(world + servers, work, aborts)
         traffic = [row for r in reports for row in r["traffic"]]

@@ -6,11 +6,12 @@ Subsystems: the exchange algorithms (``base.py``, ``ps.py``, ``ring/``, with ``c
 model) and ``simulate.py``.
 """
 
-from . import ps, ps_colocated, ring  # noqa: F401  (each module registers its exchange or variant)
+from . import ps, ps_async, ps_colocated, ring  # noqa: F401  (each module registers its exchange, mode or variant)
 from .base import EXCHANGES, Exchange, check, make_exchange
 from .chunking import ChunkLayout, Piece, chunk_bounds
 from .link import Link, LinkClock, parse_link
 from .ps import ParameterServer
+from .ps_async import AsyncParameterServer
 from .ps_colocated import ColocatedParameterServer
 from .ring import RingExchange
 from .simulate import SimulationResult, simulate
@@ -18,6 +19,7 @@ from .transport import GlooTransport, InProcHub, InProcTransport, Transport
 
 __all__ = [
     "EXCHANGES",
+    "AsyncParameterServer",
     "ChunkLayout",
     "ColocatedParameterServer",
     "Exchange",

@@ -61,11 +61,20 @@ class Exchange(ABC):
         Whether ``reduce`` returns parameters after an optimizer step that servers took (a parameter
         server with ``update=server``) rather than the mean gradient; workers then copy the result
         into their model and do not step.
+    lockstep : bool
+        Whether every worker's ``reduce`` of a step waits for every other worker's (False for an
+        asynchronous parameter server, ``ps:mode=async|ssp``: there ``count`` is the push's share of
+        the step's planned global batch, and workers run no per-step collective of their own).
+    staleness : int
+        Of the last ``reduce``: how many updates the servers had applied between the parameters
+        the gradient was computed on and the update it went into (0 in lock-step).
     """
 
     name = "exchange"
     pulls_parameters: bool = False
     spreads_nonfinite: bool = False
+    lockstep: bool = True
+    staleness: int = 0
 
     def __init__(
         self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0
@@ -163,6 +172,16 @@ class Exchange(ABC):
     def serve_step(self) -> Any:
         """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
         raise RuntimeError(f"exchange {self.name!r} has no server ranks")
+
+    def serve_epoch(self, steps: int) -> list[TrafficRecord]:
+        """An epoch of ``steps`` steps per worker on a rank that is not a worker; returns what the
+        rank received. Lock-step exchanges serve one step at a time; asynchronous ones override it.
+        """
+        traffic = []
+        for _ in range(steps):
+            self.serve_step()
+            traffic += self.traffic()
+        return traffic
 
     @classmethod
     def stage(cls, phase: str, hop: int) -> Hashable:

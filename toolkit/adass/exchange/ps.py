@@ -5,7 +5,9 @@ worker steps its own optimizer) or the shard's parameters after the server's own
 its pushes (``counts.py``).
 
 Ranks ``0..W-1`` are workers and ``W..W+S-1`` servers (``W = world - S``): workers call
-``reduce``, servers call ``serve_step`` once per step. With ``colocated=true`` server shard s lives in
+``reduce``, servers call ``serve_step`` once per step (or ``serve_epoch``). This file is the
+synchronous server; ``ps_async.py`` adds the asynchronous and stale-synchronous ones
+(``mode=async|ssp``), which the same spec builds. With ``colocated=true`` server shard s lives in
 worker s's process instead and the world is the workers alone (``ps_colocated.py``).
 """
 
@@ -27,17 +29,17 @@ from .transport import Transport
 
 __all__ = ["MODES", "ParameterServer", "ShardUpdate", "variant"]
 
-#: consistency models the spec may name, and the one that is built
-MODES, BUILT_MODES = ("sync", "async", "ssp"), ("sync",)
+#: consistency models the spec may name
+MODES = ("sync", "async", "ssp")
 
 
 class ShardUpdate(Protocol):
     """What a server shard owns under ``update=server``: its slice of the parameters and of the
     optimizer state. Built by the runtime, which knows the model and the optimizer settings."""
 
-    def __call__(self, mean: torch.Tensor | None, epoch: int) -> torch.Tensor:
-        """Step on the mean gradient slice (None: a step without samples, nothing changes) and
-        return the slice's parameters."""
+    def __call__(self, mean: torch.Tensor | None, epoch: int, share: float = 1.0) -> torch.Tensor:
+        """Step on the mean gradient slice (None: a step without samples, nothing changes) at
+        ``share`` of the epoch's learning rate, and return the slice's parameters."""
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -66,7 +68,9 @@ def variant(flag: str) -> Any:
     pull=Param("fp32", "codec of what workers pull back"),
     update=Param("replica", "who steps the optimizer: every replica on the pulled mean gradient, or "
                  "each server on its slice (workers pull parameters)", choices=("replica", "server")),
-    mode=Param("sync", "consistency model (only sync is built)", choices=MODES),
+    mode=Param("sync", "consistency model: sync (every step waits for all workers), async (each push "
+               "applied as it comes), ssp (async, no worker more than `staleness` steps ahead); "
+               "async and ssp need update=server", choices=MODES),
     staleness=Param(0, "steps a worker may run ahead of the slowest (mode=ssp)", low=0, high=1024),
     colocated=Param(False, "server shard s runs in worker s's process (servers <= workers): no extra "
                     "ranks or Dask workers"),
@@ -86,19 +90,24 @@ class ParameterServer(Exchange):
         step) and workers pull parameters (:attr:`pulls_parameters`); a step whose counts add up to
         zero leaves the parameters as they are.
     mode, staleness
-        The consistency model; only ``mode=sync`` (with ``staleness=0``) is built.
+        The consistency model: this class runs ``sync``; ``async`` and ``ssp`` (with its bound
+        ``staleness``) build :class:`~adass.exchange.ps_async.AsyncParameterServer`.
     colocated : bool
         Builds :class:`~adass.exchange.ps_colocated.ColocatedParameterServer` instead: no server
-        ranks, shard s served inside worker s.
+        ranks, shard s served inside worker s (``mode=sync`` only).
     transport, codec, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
     """
 
     name = "ps"
+    #: consistency model -> the class that runs it (``ps_async.py`` adds async and ssp)
+    by_mode: dict[str, type[ParameterServer]] = {}
 
     def __new__(cls, *args: Any, **params: Any) -> ParameterServer:
+        if cls is not ParameterServer:  # a subclass named directly builds itself
+            return super().__new__(cls)
         chosen = [kind for flag, kind in _VARIANTS.items() if params.get(flag)]
-        return super().__new__(chosen[0] if cls is ParameterServer and chosen else cls)
+        return super().__new__(chosen[0] if chosen else cls.by_mode.get(params.get("mode", "sync"), cls))
 
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
                  staleness: int = 0, colocated: bool = False, *, transport: Transport, codec: Codec | str,
@@ -124,8 +133,11 @@ class ParameterServer(Exchange):
         if colocated and mode != "sync":
             raise SpecError(f"exchange 'ps': colocated=true is built for mode=sync; got mode={mode}")
         make_codec(pull)  # a bad pull spec fails here, with its own message
-        if mode not in BUILT_MODES:
-            raise SpecError(f"exchange 'ps': mode={mode} is not built yet; only mode=sync is built")
+        if mode != "sync" and mode not in cls.by_mode:
+            raise SpecError(f"exchange 'ps': mode={mode} is not built; built: sync, {', '.join(cls.by_mode)}")
+        if mode != "sync" and update != "server":
+            raise SpecError(f"exchange 'ps': mode={mode} needs update=server (each server applies pushes "
+                            f"as they come); got update={update}")  # fmt: skip
         memory = codec.error_feedback()[1]
         if update == "server" and memory is not None and memory.owns_momentum:
             raise SpecError(f"exchange 'ps': update=server applies the momentum on the servers; codec "
@@ -190,10 +202,10 @@ class ParameterServer(Exchange):
         for s, (lo, hi) in enumerate(layout.chunks):
             with clock.encoding:
                 push = encode_own(self.codec, self.memory, x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
-            sends.append(t.isend(self.workers + s, with_count(push, weight), self._meta("push", 0, s)))
+            sends.append(t.isend(self.workers + s, self._tag_push(s, push, weight), self._meta("push", 0, s)))
         out = output_buffer(out, x.numel())
-        for (lo, hi), handle in zip(layout.chunks, pulls, strict=True):
-            payload = handle.wait()
+        for s, ((lo, hi), handle) in enumerate(zip(layout.chunks, pulls, strict=True)):
+            payload = self._take_pull(s, handle.wait())
             if hi > lo:
                 with clock.decoding:
                     out[lo:hi] = self.pull_codec.decode(payload)
@@ -202,6 +214,14 @@ class ParameterServer(Exchange):
         self.step += 1
         clock.end()
         return out
+
+    def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:
+        """What travels to ``shard``: the encoded slice with this worker's count beside its header."""
+        return with_count(push, weight)
+
+    def _take_pull(self, shard: int, payload: Payload) -> Payload:
+        """The pull codec's payload in what ``shard`` replied (here the reply itself)."""
+        return payload
 
     def serve_step(self) -> torch.Tensor:
         """Receive every worker's push, average (weighted by counts, in worker order), reply with the

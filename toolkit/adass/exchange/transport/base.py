@@ -183,6 +183,13 @@ class Transport(ABC):
         ``into`` where the transport copies)."""
         return self.irecv(src)
 
+    def recv_any(self, sources: range) -> tuple[int, Payload]:
+        """Receive the next payload from whichever of ``sources`` sends first; return its source
+        and the payload. No receive from those sources may be pending (a server that takes pushes as
+        they come uses nothing else for them).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot receive from any source")
+
     def send(self, dst: int, payload: Payload, meta: Transfer) -> None:
         """Send and wait."""
         self.isend(dst, payload, meta).wait()

@@ -106,6 +106,21 @@ class _Recv(RecvHandle):
         return frame
 
 
+class _RecvAny(_Recv):
+    """A framed payload from whichever source's head arrives first (``recv_anysource`` on the head
+    tag); its overflow and body then come from that source, as for :class:`_Recv`."""
+
+    def __init__(self, transport: GlooTransport) -> None:
+        head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
+        work = transport._pg.recv_anysource([head], transport.tag_head)
+        work.wait()
+        src = work.source_rank()
+        RecvHandle.__init__(self, transport._queue(src))
+        self.transport, self.src, self.remember = transport, src, None
+        self.head, self.head_work, self.layout = head, work, None
+        self.bodies, self.body_works = [], []
+
+
 class _RecvValues(RecvHandle):
     """A receive of one agreed tensor, posted straight into its destination (no frame); on a
     throttled transport its stamp comes first, on a tag of its own."""
@@ -217,6 +232,12 @@ class GlooTransport(Transport):
     def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
         key = None if repeat is None else (src, repeat)
         return _Recv(self, src, None if key is None else self.layouts.expected(key), key)
+
+    def recv_any(self, sources: range) -> tuple[int, Payload]:
+        handle = _RecvAny(self)
+        if handle.src not in sources:
+            raise RuntimeError(f"rank {self.rank}: a message from {handle.src}, outside {sources}")
+        return handle.src, handle.wait()
 
     def isend_values(self, dst: int, values: torch.Tensor, numel: int, meta: Transfer) -> SendHandle:
         self._check_peer(dst)

@@ -71,6 +71,23 @@ class InProcHub:
                     raise TimeoutError(f"rank {dst}: nothing from {src} in {self.timeout_s} s") from None
 
 
+    def get_any(self, sources: range, dst: int) -> tuple[int, _Envelope]:
+        """The first envelope for ``dst`` from any of ``sources`` (polled in turn: a test and
+        teaching transport, where a short sleep between rounds costs nothing that matters)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            if self._aborted.is_set():
+                raise RuntimeError(f"rank {dst}: receive from any of {sources} aborted (a peer failed)")
+            for src in sources:
+                try:
+                    return src, self._queues[(src, dst)].get_nowait()
+                except queue.Empty:
+                    pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rank {dst}: nothing from {sources} in {self.timeout_s} s")
+            time.sleep(0.0002)
+
+
 class _Sent(SendHandle):
     def wait(self) -> None:
         return None
@@ -107,3 +124,10 @@ class InProcTransport(Transport):
 
     def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
         return _Recv(self, src)
+
+    def recv_any(self, sources: range) -> tuple[int, Payload]:
+        for src in sources:
+            self._queue(src)  # checks every source
+        src, env = self.hub.get_any(sources, self.rank)
+        self._deliver(src, env.payload, env.meta, env.sent_at, env.not_before)
+        return src, env.payload

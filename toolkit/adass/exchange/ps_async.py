@@ -1,0 +1,175 @@
+"""Asynchronous and stale-synchronous parameter servers (``ps:mode=async|ssp,staleness=k``): each
+server shard applies a worker's push as it comes, at that push's share of the global batch, and
+replies with its fresh parameters; under SSP a worker may run at most ``k`` steps ahead of the
+slowest (Ho et al., "More Effective Distributed ML via a Stale Synchronous Parallel Parameter
+Server", 2013).
+
+Versions: a shard's version counts the updates it has applied. A push carries the version of the
+shard's parameters its gradient was computed on; the shard notes how far it has moved on since
+(the push's staleness) and returns it with its reply, so every step's record holds it.
+
+Epochs: the replies to the last push of an epoch wait for every worker's pushes of the epoch, so the
+epoch ends on one model everywhere, and sample selection (with distributed ADASS's one global budget
+per epoch) goes on as in lock-step. Within an epoch workers run no collective of their own.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..codecs.base import Payload
+from ..metrics import TrafficRecord
+from .counts import split_count, with_count
+from .ps import _EMPTY, ParameterServer
+from .transport import SendHandle
+
+__all__ = ["AsyncParameterServer"]
+
+_TAG_BYTES = 8  # a version or a staleness: an int64 on the wire
+
+
+def _tagged(payload: Payload, **tags: int) -> Payload:
+    """``payload`` with integer ``tags`` beside its codec header (tensors shared, not copied)."""
+    header = {**payload.header, **tags} if "codec" in payload.header else {"codec": payload.header, **tags}
+    return Payload(payload.tensors, payload.numel, header, payload.header_bytes + _TAG_BYTES * len(tags))
+
+
+def _untagged(payload: Payload, *names: str) -> tuple[Payload, list[int]]:
+    """The codec's payload and the tags ``names`` of a payload made by :func:`_tagged`."""
+    header = dict(payload.header)
+    values = [int(header.pop(n)) for n in names]
+    inner_bytes = payload.header_bytes - _TAG_BYTES * len(names)
+    if "count" in header:  # a push: the count stays, for split_count
+        return Payload(payload.tensors, payload.numel, header, inner_bytes), values
+    return Payload(payload.tensors, payload.numel, header["codec"], inner_bytes), values
+
+
+class AsyncParameterServer(ParameterServer):
+    """A parameter server whose shards apply pushes as they come (``mode=async``), or do so while
+    holding back any worker more than ``staleness`` steps ahead of the slowest (``mode=ssp``).
+
+    Built by the ``ps`` spec (see :class:`~adass.exchange.ps.ParameterServer` for the parameters);
+    needs ``update=server``. Workers call ``reduce(flat_grad, share)`` once per step, ``share``
+    being the push's part of the step's planned global batch (0: nothing to apply; a worker alone
+    pushes 1.0); servers call :meth:`serve_epoch` once per epoch.
+
+    Notes
+    -----
+    A shard steps its optimizer once per push, at ``share`` times the epoch's learning rate, so a
+    global batch spread over P pushes moves the parameters about as one synchronous step does, and
+    a single worker's run equals the synchronous one value for value.
+    """
+
+    lockstep = False
+
+    def __init__(self, *args: Any, mode: str = "async", staleness: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, mode=mode, staleness=staleness, **kwargs)
+        self.bound = math.inf if mode == "async" else staleness  # steps ahead of the slowest
+        self.versions = [0] * self.servers  # a worker's: each shard's version it last pulled
+        self.version = 0  # a server's: updates its shard has applied
+
+    # -- worker ---------------------------------------------------------------------------
+    def reduce(
+        self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Push this worker's gradient at its ``count`` share of the global batch; return the
+        parameters the shards replied with (see :meth:`ParameterServer.reduce`)."""
+        self.staleness = 0
+        return super().reduce(flat_grad, count, out)
+
+    def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:
+        return _tagged(with_count(push, weight), version=self.versions[shard])
+
+    def _take_pull(self, shard: int, payload: Payload) -> Payload:
+        reply, (version, staleness) = _untagged(payload, "version", "staleness")
+        self.versions[shard] = version
+        self.staleness = max(self.staleness, staleness)
+        return reply
+
+    # -- server ---------------------------------------------------------------------------
+    def serve_step(self) -> torch.Tensor:
+        raise RuntimeError(f"server rank {self.rank}: mode={self._mode} serves whole epochs; call serve_epoch()")
+
+    @property
+    def _mode(self) -> str:
+        return "async" if self.bound == math.inf else "ssp"
+
+    def serve_epoch(self, steps: int) -> list[TrafficRecord]:
+        """Take the epoch's ``steps`` pushes of every worker as they come: apply each, and reply to
+        each worker once the consistency model lets it go on. Returns what this rank received.
+        """
+        if not self.is_server:
+            raise RuntimeError(f"rank {self.rank} is a worker; call reduce() there")
+        if self.shard_update is None:
+            raise RuntimeError(f"server rank {self.rank}: mode={self._mode}, but own() gave it no parameters")
+        self.clock.begin()
+        clocks = [0] * self.workers  # pushes of this epoch taken from each worker
+        waiting: list[tuple[int, int]] = []  # (worker, staleness of its push) not yet replied to
+        sends: list[SendHandle] = []
+        for _ in range(steps * self.workers):
+            src, payload = self.transport.recv_any(range(self.workers))
+            clocks[src] += 1
+            waiting.append((src, self._apply(payload)))
+            self.step += 1
+            waiting = self._release(waiting, clocks, steps, sends)
+        for h in sends:
+            h.wait()
+        self.clock.end()
+        return self.traffic()
+
+    def _apply(self, payload: Payload) -> int:
+        """Step the shard on one push (unless its share is 0); return the push's staleness."""
+        tagged, (version,) = _untagged(payload, "version")
+        push, share = split_count(tagged)
+        staleness = self.version - version
+        if share > 0:  # a push without samples (or skipped as non-finite) changes nothing
+            with self.clock.decoding:
+                grad = self.codec.decode(push) if push.numel else torch.zeros(0)
+            self.shard_update(grad, self.epoch, share)
+            self.version += 1
+        return staleness
+
+    def _may_go_on(self, clock: int, slowest: int, steps: int) -> bool:
+        """Whether a worker that has pushed ``clock`` steps of the epoch may start its next step."""
+        if clock == steps:  # the epoch's last push: the epoch ends on every worker's updates
+            return slowest == steps
+        return clock - slowest <= self.bound
+
+    def _release(
+        self, waiting: list[tuple[int, int]], clocks: list[int], steps: int, sends: list[SendHandle]
+    ) -> list[tuple[int, int]]:
+        """Reply with the shard's current parameters to every waiting worker that may go on; return
+        those that must wait on."""
+        slowest, held, reply = min(clocks), [], None
+        shard = self.rank - self.workers
+        for worker, staleness in waiting:
+            if not self._may_go_on(clocks[worker], slowest, steps):
+                held.append((worker, staleness))
+                continue
+            if reply is None:  # encoded once for everyone released together: the same parameters
+                params = self.shard_update(None, self.epoch)
+                with self.clock.encoding:
+                    reply = self.pull_codec.encode(params, self._key(shard, 1)) if params.numel() else _EMPTY
+            tagged = _tagged(reply, version=self.version, staleness=staleness)
+            sends.append(self.transport.isend(worker, tagged, self._meta("pull", 0, shard)))
+        return held
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Besides the synchronous server's state, the versions: a server's own, a worker's of
+        every shard (so staleness counts on across a resume)."""
+        return {**super().state_dict(), "versions": [self.version] if self.is_server else list(self.versions)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if "versions" in state:
+            if self.is_server:
+                self.version = int(state["versions"][0])
+            else:
+                self.versions = [int(v) for v in state["versions"]]
+
+
+ParameterServer.by_mode["async"] = ParameterServer.by_mode["ssp"] = AsyncParameterServer
