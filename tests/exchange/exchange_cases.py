@@ -210,3 +210,17 @@ def stamped_values_over_gloo(rank: int, world: int, sizes: list[int], link: str)
     records = transport.log.drain()
     return {"equal": [torch.equal(a, b) for a, b in zip(got, sent, strict=True)],
             "timing": [(r.seconds, r.sim_seconds) for r in records]}  # fmt: skip
+
+
+def segmented_ring_over_gloo(rank: int, world: int, n: int, segment_bytes: list[int]) -> dict:
+    """In a spawned process: a weighted fp32 ring step over gloo for each piece size in
+    ``segment_bytes``; per size the result and the number of pieces this rank received (its
+    transport records deliveries)."""
+    out = {}
+    x = grads(world, n, seed=5)[rank]
+    for i, size in enumerate(segment_bytes):
+        exchange = make_exchange("ring", GlooTransport(segment_bytes=size, tag_base=10 * i), "fp32")
+        result = exchange.reduce(x, count=float(rank + 1)).clone()
+        received = [r for r in exchange.traffic() if r.dst == rank]
+        out[size] = {"result": result, "pieces": len(received)}
+    return out

@@ -2,7 +2,8 @@
 
 Each codec's encode and decode of a 2.5M-value float32 chunk (10 MB) is timed beside one read pass
 (``x.abs().max()``) of the same tensor, with the reference (pure torch) and the fused kernels side
-by side in the same run; random-k's gather and scatter beside a plain ``index_select`` /
+by side in the same run, and so are a ring hop's requantize (decode, add a share, encode) and
+the shared-scale code sum; random-k's gather and scatter beside a plain ``index_select`` /
 ``index_copy_`` on the same indices. Timings are medians over repeats that take turns, so that
 every contender sees the same machine; ``vs_read`` is the read pass's time over the operation's (1.0:
 as fast as one read pass), ``vs_index`` the plain index op's time over the operation's. Torch runs
@@ -23,10 +24,12 @@ from ..codecs import ChunkKey, kernels, make_codec
 from ..tables import markdown_table
 from . import write_report
 
-__all__ = ["QSGD_CODECS", "TARGETS", "run"]
+__all__ = ["QSGD_CODECS", "RING_OPS", "TARGETS", "run"]
 
 QSGD_CODECS = ["qsgd:bits=8", "qsgd:bits=4"]
 RANDK = "randk:ratio=0.01"
+SHARED = "qsgd:bits=8,shared=true"  # a ring hop of shared_scale: 8-bit codes add into 9 bits
+RING_OPS = [(spec, "requantize") for spec in QSGD_CODECS] + [(SHARED, "add")]  # timed, no target
 TARGETS = {("qsgd:bits=8", "encode"): 0.5, ("qsgd:bits=4", "encode"): 0.4,
            ("qsgd:bits=8", "decode"): 0.5, ("qsgd:bits=4", "decode"): 0.5,
            (RANDK, "gather"): 0.5, (RANDK, "scatter"): 0.5}  # fmt: skip
@@ -65,6 +68,12 @@ def measure(n: int, repeats: int) -> pd.DataFrame:
         for k in choices:
             ops[f"{spec}|encode|{k}"] = _with(k, lambda c=codec: c.encode(x, key))
             ops[f"{spec}|decode|{k}"] = _with(k, lambda c=codec, p=payload: c.decode(p))
+            ops[f"{spec}|requantize|{k}"] = _with(k, lambda c=codec, p=payload: c.requantize(p, x, key, 0.25))
+    shared = make_codec(SHARED)
+    scale = shared.local_scale(x)
+    pair = [shared.encode(x, ChunkKey(0, 1, 2, rank=r), scale=scale) for r in (1, 2)]
+    for k in choices:
+        ops[f"{SHARED}|add|{k}"] = _with(k, lambda: shared.add(*pair))
     randk = make_codec(RANDK)
     idx = randk.indices(n, key)
     values, rest = randk.split(x, key)
@@ -89,7 +98,8 @@ def measure(n: int, repeats: int) -> pd.DataFrame:
         rows.append({"codec": spec, "op": op, "kernels": k, "ms": seconds * 1e3,
                      "in_GB_s": n * 4 / seconds / 1e9 if spec != RANDK else float("nan"),
                      "baseline": base, "baseline_ms": median[base] * 1e3,
-                     "vs_baseline": median[base] / seconds, "target": TARGETS[(spec, op)]})  # fmt: skip
+                     "vs_baseline": median[base] / seconds,
+                     "target": TARGETS.get((spec, op), float("nan"))})  # fmt: skip
     return pd.DataFrame(rows)
 
 

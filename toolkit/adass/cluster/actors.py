@@ -20,6 +20,7 @@ from ..config import RunConfig
 from ..data import load_dataset
 from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard
 from ..exchange import GlooTransport, make_exchange
+from ..exchange.transport import segment_bytes_for
 from ..metrics import atomic_write_bytes
 from .bootstrap import destroy_group, free_port, init_group
 from .events import EventRelay, topic_for
@@ -50,7 +51,8 @@ class _Member:
         # every rank takes part in creating the replicas' group, members or not
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
         link = self.config.exchange.link or None
-        transport = GlooTransport(link=link, throttle=link is not None)
+        # pipeline pieces between hosts, whole chunks when every peer is on this machine
+        transport = GlooTransport(link=link, throttle=link is not None, segment_bytes=segment_bytes_for(self.host()))
         self.exchange = make_exchange(
             self.config.exchange.exchange, transport, self.config.codec.codec,
             seed=self.config.optim.seed, run=self.run_id,

@@ -27,12 +27,17 @@ def _decode_add(codes, lo, d, centre, x, weight, bits, tmp):
         for i in range(x.size):
             v = (np.float32(codes[lo + i]) - centre) * d
             tmp[i] = _fma32(x[i], weight, v)
-    else:
-        for i in range(x.size):
-            j = lo + i
-            c = (codes[j >> 1] >> np.uint8(4 * (j & 1))) & np.uint8(15)
-            v = (np.float32(c) - centre) * d
-            tmp[i] = _fma32(x[i], weight, v)
+    else:  # 4 bits: buckets are even, so this one starts on a byte; both nibbles of a byte at once
+        mask, base = np.uint8(15), lo >> 1
+        for j in range(x.size >> 1):
+            c = codes[base + j]
+            low = (np.float32(c & mask) - centre) * d
+            high = (np.float32(c >> np.uint8(4)) - centre) * d
+            tmp[2 * j] = _fma32(x[2 * j], weight, low)
+            tmp[2 * j + 1] = _fma32(x[2 * j + 1], weight, high)
+        if x.size & 1:  # the chunk's last value, in a low nibble
+            i = x.size - 1
+            tmp[i] = _fma32(x[i], weight, (np.float32(codes[base + (i >> 1)] & mask) - centre) * d)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -21,6 +21,7 @@ from ..link import Link, parse_link
 from . import framing
 from .base import RecvHandle, SendHandle, Transfer, Transport
 from .layouts import LayoutMemory
+from .segments import LOOPBACK_SEGMENT_BYTES
 
 __all__ = ["JOINED_STAMP_MAX_BYTES", "GlooTransport"]
 
@@ -172,10 +173,11 @@ class GlooTransport(Transport):
         Deliver no message before the link model allows. Every rank's transport must be throttled
         alike: bare bodies then travel with their stamps.
     segment_bytes : int
-        Preferred pipeline piece size for exchanges. The default, 64 MiB, sends most chunks whole:
-        on a loopback with more processes than cores every message costs the peer a wake-up, and
-        few large pieces measured fastest. On a real network, smaller pieces (1-4 MiB) let
-        encoding overlap the transfer.
+        Preferred pipeline piece size for exchanges. The default, 64 MiB
+        (``segments.LOOPBACK_SEGMENT_BYTES``), sends most chunks whole: on a loopback with more
+        processes than cores every message costs the peer a wake-up, and few large pieces
+        measured fastest. Between hosts, smaller pieces let encoding overlap the transfer:
+        ``segments.segment_bytes_for(address)`` gives 256 KiB there.
     tag_base : int
         First of the four tags used (head, overflow, body, stamp); separate transports on one
         group need separate tag ranges.
@@ -186,7 +188,7 @@ class GlooTransport(Transport):
         group: dist.ProcessGroup | None = None,
         link: str | Link | None = None,
         throttle: bool = False,
-        segment_bytes: int = 64 << 20,
+        segment_bytes: int = LOOPBACK_SEGMENT_BYTES,
         tag_base: int = 0,
     ) -> None:
         if not dist.is_initialized():
