@@ -21,8 +21,8 @@ from .exchange.link import parse_link
 from .models import MODELS
 from .options import allowed, check_value
 from .registry import Registry, SpecError
-from .straggler import parse_straggler
 from .sampling import SAMPLERS
+from .straggler import parse_straggler
 
 __all__ = [
     "ClusterSection",
