@@ -21,6 +21,7 @@ def test_an_older_runs_columns_are_read_with_todays_names(tmp_path):
     run = load_run(tmp_path)
     assert list(run["eval"].columns) == columns(EvalRecord) and run["eval"]["train_s"].tolist() == [1.5]
     assert list(run["steps"].columns) == columns(StepRecord)
+    assert run["steps"]["staleness"].tolist() == [0]  # added later: an older run's steps were in lock-step
     # a resumed run appends today's records to the old ones under the same names
     sink = ParquetSink(tmp_path)
     sink.resume()

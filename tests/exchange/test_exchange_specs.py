@@ -22,8 +22,8 @@ from adass.registry import SpecError
     ("tree", "fp32", ["'tree'", "ps|ring"]),
     ("ps:servers=0", "fp32", ["servers", "[1, 64]"]),
     ("ps:pull=fp12", "fp32", ["fp12"]),
-    ("ps:servers=2,mode=async", "fp32", ["mode=async", "not built yet", "only mode=sync is built"]),
-    ("ps:mode=ssp,staleness=2", "fp32", ["mode=ssp", "not built yet", "only mode=sync is built"]),
+    ("ps:servers=2,mode=async", "fp32", ["mode=async", "needs update=server", "got update=replica"]),
+    ("ps:mode=ssp,staleness=2", "fp32", ["mode=ssp", "needs update=server", "got update=replica"]),
     ("ps:mode=bsp", "fp32", ["mode=bsp", "sync|async|ssp"]),
     ("ps:staleness=-1", "fp32", ["staleness=-1", "[0, 1024]"]),
     ("ps:staleness=2", "fp32", ["staleness=2", "mode=ssp"]),
@@ -78,11 +78,11 @@ def test_simulate_rejects_bad_input() -> None:
         simulate([torch.zeros(3)] * 2, codec="fp32", counts=[0.0, 0.0])
 
 
-def test_a_consistency_model_not_built_is_refused_by_the_run_options_in_one_line():
+def test_an_asynchronous_server_whose_replicas_step_is_refused_by_the_run_options_in_one_line():
     with pytest.raises(SpecError) as info:
         RunConfig.from_flat(workers=2, exchange="ps:mode=async", codec="fp32")
     message = str(info.value)
-    assert "\n" not in message and "--exchange" in message and "only mode=sync is built" in message
+    assert "\n" not in message and "--exchange" in message and "mode=async needs update=server" in message
 
 
 def test_simulate_refuses_servers_that_own_parameters_in_one_line():

@@ -164,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return commands.run_reproduce(out, argv, quick=opts.quick, quiet=opts.quiet)
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
-        return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab)
+        return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
+                                  straggler_only=opts.straggler_only)  # fmt: skip
     except (SpecError, GroupConnectError, RunFailure) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2

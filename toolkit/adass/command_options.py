@@ -74,6 +74,9 @@ class BenchOptions(OutputOptions):
     netlab = param.String(
         "", doc="dml only: link rates of a network lab to run on, e.g. 1gbit,100mbit (root and iproute2)"
     )
+    straggler_only = param.Boolean(
+        False, doc="dml only: run just the straggler case (ring vs sync, SSP and async parameter servers)"
+    )
 
 
 class ReproduceOptions(OutputOptions):

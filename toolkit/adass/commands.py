@@ -166,17 +166,23 @@ def run_compare(
     return 0
 
 
-def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "") -> int:
+def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
-    ``netlab`` (link rates) runs the ``dml`` suite on a network lab; other suites refuse it.
+    ``netlab`` (link rates) runs the ``dml`` suite on a network lab, ``straggler_only`` its straggler
+    case alone; other suites refuse both.
     """
     from .bench import load_suite
 
     if netlab and suite != "dml":
         raise SpecError(f"--netlab: only the dml suite runs on a network lab, not {suite!r}")
+    if straggler_only and suite != "dml":
+        raise SpecError(f"--straggler-only: only the dml suite has a straggler case, not {suite!r}")
+    if straggler_only and netlab:
+        raise SpecError("--straggler-only: runs on this machine's cluster; leave out --netlab")
     out.mkdir(parents=True, exist_ok=True)
-    load_suite(suite).run(out, quick=quick, **({"netlab": netlab} if netlab else {}))
+    extra = {k: v for k, v in {"netlab": netlab, "straggler_only": straggler_only}.items() if v}
+    load_suite(suite).run(out, quick=quick, **extra)
     return 0
 
 

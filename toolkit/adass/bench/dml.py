@@ -32,7 +32,7 @@ from ..data import load_dataset
 from ..metrics import MemorySink, StepRecord
 from ..tables import markdown_table
 from ..trainer import train
-from . import write_report
+from . import dml_straggler, write_report
 from .ddp import train_ddp
 
 __all__ = [
@@ -330,9 +330,10 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
     ]  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
+def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False) -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
-    averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed).
+    averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed); then part (c),
+    the straggler case (:mod:`adass.bench.dml_straggler`, ``dml_straggler.md`` and ``.csv``).
 
     Parameters
     ----------
@@ -344,6 +345,8 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
         Link rates (``1gbit,100mbit``): run the network-lab suite instead
         (:mod:`adass.bench.netlab_dml`: DDP and its compression hooks against the project's
         exchanges across lab hosts; ``dml.md`` and ``dml.csv`` only).
+    straggler_only : bool
+        Run part (c) alone and return its table.
 
     Returns
     -------
@@ -354,6 +357,8 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
         from .netlab_dml import run as run_lab
 
         return run_lab(out_dir, netlab, quick=quick)
+    if straggler_only:
+        return dml_straggler.run(out_dir, quick=quick)
     plan = QUICK if quick else FULL
     start, load = time.perf_counter(), os.getloadavg()
     base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
@@ -379,4 +384,5 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "") -> pd.DataFrame:
     text += dml_colocated.section(colocated_plan, colocated, "## (c) colocated PS vs dedicated servers")
     write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass, "dml_adass_runs": runs,
                                         "dml_colocated": colocated})  # fmt: skip
+    dml_straggler.run(out_dir, quick=quick)  # part (d), on a cluster of its own size
     return grid

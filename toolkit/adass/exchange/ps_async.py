@@ -91,7 +91,7 @@ class AsyncParameterServer(ParameterServer):
 
     # -- server ---------------------------------------------------------------------------
     def serve_step(self) -> torch.Tensor:
-        raise RuntimeError(f"server rank {self.rank}: mode={self._mode} serves whole epochs; call serve_epoch()")
+        raise RuntimeError(f"server rank {self.rank}: mode={self._mode} serves epochs; call serve_epoch()")
 
     @property
     def _mode(self) -> str:

@@ -107,6 +107,13 @@ class _Recv(RecvHandle):
         return frame
 
 
+class _Arrived:
+    """A receive already waited for."""
+
+    def wait(self) -> None:
+        return None
+
+
 class _RecvAny(_Recv):
     """A framed payload from whichever source's head arrives first (``recv_anysource`` on the head
     tag); its overflow and body then come from that source, as for :class:`_Recv`."""
@@ -118,7 +125,7 @@ class _RecvAny(_Recv):
         src = work.source_rank()
         RecvHandle.__init__(self, transport._queue(src))
         self.transport, self.src, self.remember = transport, src, None
-        self.head, self.head_work, self.layout = head, work, None
+        self.head, self.head_work, self.layout = head, _Arrived(), None  # gloo's wait() must not run twice
         self.bodies, self.body_works = [], []
 
 
