@@ -16,6 +16,7 @@ from ..codecs.base import ChunkKey
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
 from .link import CodecClock, Link, stage_seconds
+from .staging import through_host
 from .transport import Transfer, Transport
 
 __all__ = ["EXCHANGES", "Exchange", "check", "make_exchange", "output_buffer"]
@@ -103,6 +104,12 @@ class Exchange(ABC):
             return False
         self.memory.momentum = float(momentum)  # type: ignore[attr-defined]
         return True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("reduce")
+        if own is not None and not getattr(own, "through_host", False):  # CUDA gradients via the host
+            cls.reduce = through_host(own)  # type: ignore[method-assign]
 
     @abstractmethod
     def reduce(
