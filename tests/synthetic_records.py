@@ -65,7 +65,7 @@ def ps_traffic(replicas: int = 3, steps: range = range(0, 40, 10)) -> pd.DataFra
 def step_rows(ranks: int = 2, steps: int = 12, epoch: int = 0, first: int = 0) -> list[dict]:
     return [
         {"run": "r", "epoch": epoch, "step": s, "rank": r, "samples": 8, "loss": 1.0 / (s + 1), "compute_s": 0.01,
-         "encode_s": 0.002, "comm_s": 0.005 * (r + 1), "decode_s": 0.001, "wire_bytes": 100,
+         "encode_s": 0.002, "comm_s": 0.005 * (r + 1), "decode_s": 0.001, "staleness": 0, "wire_bytes": 100,
          "raw_bytes": 400}
         for s in range(first, first + steps) for r in range(ranks)
     ]  # fmt: skip

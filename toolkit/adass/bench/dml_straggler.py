@@ -50,7 +50,7 @@ class Plan:
 
 
 FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=64", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            4, (0, 1), ("rotate:0.02:8", "0:0.02"))  # fmt: skip
+            4, (0, 1), ("rotate:0.05:8", "0:0.05"))  # fmt: skip
 QUICK = Plan({"data": "synthetic:n=240,d=8,classes=3,test=60", "model": "mlp:hidden=8", "batch_size": 32,
               "lr": 0.1, "epochs": 1}, 2, (0,), ("rotate:0.01:2",))  # fmt: skip
 
