@@ -11,7 +11,7 @@ from adass.cli import main
 def test_quick_straggler_bench_writes_tables(tmp_path, capsys):
     assert main(["bench", "dml", "--quick", "--straggler-only", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert "SSP epoch >= 1.5x faster than the sync ring" in printed and "async reported" in printed
+    assert "an SSP arm >= 1.5x faster than the sync ring" in printed and "async reported" in printed
     assert (tmp_path / "dml_straggler.md").read_text().startswith("# adass bench dml: a straggler")
     assert not (tmp_path / "dml.md").exists()  # the other parts did not run
 

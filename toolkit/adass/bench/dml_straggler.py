@@ -50,7 +50,7 @@ class Plan:
 
 
 FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=64", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            4, (0, 1), ("rotate:0.02:8", "0:0.02"))  # fmt: skip
+            4, (0, 1), ("rotate:0.05:8", "0:0.05"))  # fmt: skip
 QUICK = Plan({"data": "synthetic:n=240,d=8,classes=3,test=60", "model": "mlp:hidden=8", "batch_size": 32,
               "lr": 0.1, "epochs": 1}, 2, (0,), ("rotate:0.01:2",))  # fmt: skip
 
@@ -78,23 +78,22 @@ def _table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def targets(table: pd.DataFrame) -> pd.DataFrame:
-    """The goals, read off the table (measured, never asserted): under every straggler, the better
-    SSP arm at least 1.5x faster per epoch than the synchronous ring and within 0.5 points of its
-    accuracy; async's accuracy and staleness reported."""
+    """The goals, read off the table (measured, never asserted): under every straggler, an SSP arm
+    (k = 2 or 4) at least 1.5x faster per epoch than the synchronous ring while its accuracy is at
+    most 0.5 points below the ring's; async's accuracy and staleness reported."""
     rows = []
     for straggler, arms in table.groupby("straggler", sort=False):
         ssp = arms[arms["arm"].str.contains("ssp")]
-        best = ssp.loc[ssp["speedup_vs_ring"].idxmax()]
-        rows.append({"goal": f"{straggler}: SSP epoch >= 1.5x faster than the sync ring",
-                     "met": "yes" if best["speedup_vs_ring"] >= 1.5 else "no",
-                     "measured": f"{best['arm']}: {best['speedup_vs_ring']:.2f}x"})  # fmt: skip
-        gap = float(best["acc_vs_ring_pts"])
-        rows.append({"goal": f"{straggler}: that SSP arm within 0.5 points of the ring's accuracy",
-                     "met": "yes" if abs(gap) <= 0.5 else "no", "measured": f"{gap:+.2f} points"})  # fmt: skip
+        meets = (ssp["speedup_vs_ring"] >= 1.5) & (ssp["acc_vs_ring_pts"] >= -0.5)
+        rows.append({"goal": f"{straggler}: an SSP arm >= 1.5x faster than the sync ring, accuracy at most "
+                             "0.5 points below it", "met": "yes" if meets.any() else "no",
+                     "measured": "; ".join(f"{a.arm}: {a.speedup_vs_ring:.2f}x, {a.acc_vs_ring_pts:+.2f} points"
+                                           for a in ssp.itertuples())})  # fmt: skip
         asy = arms[arms["arm"] == "ps async"].iloc[0]
         rows.append({"goal": f"{straggler}: async reported", "met": "reported",
-                     "measured": f"acc {asy['test_acc']:.4f} ({asy['acc_vs_ring_pts']:+.2f} points), staleness "
-                                 f"mean {asy['staleness_mean']:.2f}, max {asy['staleness_max']}"})  # fmt: skip
+                     "measured": f"{asy['speedup_vs_ring']:.2f}x, acc {asy['test_acc']:.4f} "
+                                 f"({asy['acc_vs_ring_pts']:+.2f} points), staleness mean "
+                                 f"{asy['staleness_mean']:.2f}, max {asy['staleness_max']}"})  # fmt: skip
     return pd.DataFrame(rows, columns=["goal", "met", "measured"])
 
 

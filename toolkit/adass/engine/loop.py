@@ -116,7 +116,11 @@ class Engine:
     (zero gradients at unit weight), so that PS servers, which cannot know, stay in step. Where the
     servers own the parameters (:attr:`Exchange.pulls_parameters`, ``ps:update=server``), replicas
     push their counts (zero everywhere in such a step, so the servers do not step either) and copy
-    the pulled parameters into their model instead of stepping their optimizer.
+    the pulled parameters into their model instead of stepping their optimizer. An asynchronous
+    exchange (``ps:mode=async|ssp``, not :attr:`Exchange.lockstep`) takes no per-step collective:
+    each replica pushes its share of the step's planned global batch (``used / planned``; with a
+    two-pass sampler the samples it visited but did not backpropagate count as zero gradients) and
+    always writes back what it pulls, which the others' pushes have moved meanwhile.
     """
 
     def __init__(
