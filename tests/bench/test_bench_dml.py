@@ -18,7 +18,7 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "ring fp32 step time <= 1.15x DDP's" in printed and "within 0.3 points" in printed
     assert (tmp_path / "dml.md").read_text().startswith("# adass bench dml")
-    assert (tmp_path / "dml_straggler.md").exists()  # part (c), the straggler case
+    assert (tmp_path / "dml_straggler.md").exists()  # part (d), the straggler case
 
     grid = pd.read_csv(tmp_path / "dml.csv", keep_default_na=False, na_values=[""])
     assert list(grid.columns) == dml.COLUMNS

@@ -5,7 +5,8 @@ without a throttled 1 Gbit link, beside PyTorch DDP (gloo, unthrottled) on the s
 local batch and steps; all with ``sampler=full``, so every arm does the same work and only the
 exchange differs. Part (b): ADASS on the ring against single-process ADASS with the same settings,
 seed by seed, averaged over several seeds. Part (c): PS shards colocated with the replicas against
-dedicated server workers (:mod:`adass.bench.dml_colocated`, on a cluster of its own).
+dedicated server workers (:mod:`adass.bench.dml_colocated`, on a cluster of its own). Part (d): a
+slowed replica, the ring and the synchronous PS against SSP and async (:mod:`adass.bench.dml_straggler`).
 
 Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (forward, backward,
 codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
@@ -332,8 +333,8 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
 
 def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False) -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
-    averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed); then part (c),
-    the straggler case (:mod:`adass.bench.dml_straggler`, ``dml_straggler.md`` and ``.csv``).
+    averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed), with part (c),
+    colocated PS shards, in ``dml.md``; then part (d), the straggler case (:mod:`adass.bench.dml_straggler`, ``dml_straggler.md`` and ``.csv``).
 
     Parameters
     ----------
@@ -346,7 +347,7 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bo
         (:mod:`adass.bench.netlab_dml`: DDP and its compression hooks against the project's
         exchanges across lab hosts; ``dml.md`` and ``dml.csv`` only).
     straggler_only : bool
-        Run part (c) alone and return its table.
+        Run part (d), the straggler case, alone and return its table.
 
     Returns
     -------
