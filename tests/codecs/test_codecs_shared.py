@@ -133,3 +133,23 @@ def test_codec_state_round_trips_and_restores_the_choice() -> None:
     stacked = make_codec("dmc(sharedk:ratio=0.1+qsgd:bits=8)")
     stacked.load_codec_state(codec.codec_state())
     assert torch.equal(stacked.codec_state()[0]["rate"], codec.states[0].rate)
+
+
+def test_unseen_first_sends_every_coordinate_once_before_the_scores_take_over() -> None:
+    n, k = 100, 10
+    codec = make_codec("sharedk:ratio=0.1,top=1.0,unseen=first")
+    counts = torch.zeros(n)
+    for step in range(n // k):
+        key = ChunkKey(0, step, 0)
+        codec.encode(chunk(n, seed=step), key)
+        counts[codec.indices(n, key)] += 1
+        codec.observe(chunk(n, seed=50 + step), key)
+    assert bool((counts == 1).all())
+    mean = make_codec("sharedk:ratio=0.1,top=1.0")  # the mean rate instead: the largest are sent again
+    counts.zero_()
+    for step in range(n // k):
+        key = ChunkKey(0, step, 0)
+        mean.encode(chunk(n, seed=step), key)
+        counts[mean.indices(n, key)] += 1
+        mean.observe(chunk(n, seed=50 + step), key)
+    assert int((counts > 1).sum()) > 0

@@ -133,3 +133,15 @@ def test_parameter_server_falls_back_to_shared_seed_random_k() -> None:
     for a, b in zip(shared, plain, strict=True):
         assert torch.equal(a[0], b[0])
     assert shared_ex[0].codec.codec_state() == {}  # nothing observed: nothing learnt
+
+
+@pytest.mark.parametrize("exchange", ["ring", "ps"])
+def test_one_step_simulation_is_shared_seed_random_k(exchange: str) -> None:
+    from adass.exchange import simulate
+
+    gs = grads(4, 300, seed=2)
+    shared = simulate(gs, exchange=exchange, codec="sharedk:ratio=0.1", seed=3, step=7)
+    plain = simulate(gs, exchange=exchange, codec="randk:ratio=0.1,scale=false", seed=3, step=7)
+    for a, b in zip(shared.outputs, plain.outputs, strict=True):
+        assert torch.equal(a, b)
+    assert int(shared.traffic.wire_bytes.sum()) == int(plain.traffic.wire_bytes.sum())

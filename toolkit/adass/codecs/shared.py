@@ -14,7 +14,7 @@ grow like a random walk, the gradient's sign changing), with ``growth=linear``, 
 steady drift). A share ``top`` of the ``k`` slots goes to the coordinates of largest score, the
 rest to coordinates drawn from the shared seed among the others, so every coordinate keeps a
 chance and a rate never goes stale for good. Coordinates never sent take the mean rate of those
-that were.
+that were (``unseen=mean``) or go first (``unseen=first``: a sweep over the chunk at the start).
 
 This is an approximation of global top-k of the accumulated residual (Stich, Cordonnier and Jaggi,
 "Sparsified SGD with Memory", NeurIPS 2018, show that any contractive selection converges under
@@ -51,6 +51,12 @@ GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "linear": lambda wait: wait,  # a steady drift
 }
 
+#: the rate a coordinate never sent is scored with, from the rates of those that were (``seen``)
+UNSEEN: dict[str, Callable[[torch.Tensor], float]] = {
+    "mean": lambda seen: float(seen.mean()) if seen.numel() else 1.0,  # an average coordinate
+    "first": lambda seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
+}
+
 PARAMS = {
     "ratio": RANDK_PARAMS["ratio"],
     "top": Param(
@@ -64,6 +70,11 @@ PARAMS = {
     ),  # fmt: skip
     "decay": Param(
         0.5, "weight of the old rate in the average when a coordinate is sent again", low=0.0, high=1.0
+    ),  # fmt: skip
+    "unseen": Param(
+        "mean",
+        "the rate of a coordinate never sent: the mean of the others, or first in line",
+        choices=tuple(UNSEEN),
     ),  # fmt: skip
     "warmup": RANDK_PARAMS["warmup"],
 }
@@ -108,6 +119,9 @@ class SharedK(RandomK):
         ``G``: ``sqrt(wait)`` or ``wait``.
     decay : float
         ``rate <- decay * rate + (1 - decay) * |sent| / G(wait)`` at each send of a coordinate.
+    unseen : {"mean", "first"}
+        The rate a coordinate never sent is scored with: the mean rate of those sent, or infinite
+        (every coordinate is sent once before the scores take over: a sweep at the start).
     warmup : int
         Epochs of ratio warm-up (``warmup.py``).
 
@@ -120,14 +134,15 @@ class SharedK(RandomK):
     """
 
     def __init__(self, ratio: float = 0.01, top: float = 0.9, growth: str = "walk", decay: float = 0.5,
-                 warmup: int = 0) -> None:  # fmt: skip
+                 warmup: int = 0, unseen: str = "mean") -> None:  # fmt: skip
         owner = "codec 'sharedk'"
         super().__init__(ratio, scale=False, warmup=warmup)
         self.top = PARAMS["top"].convert(owner, "top", top)
         self.growth = PARAMS["growth"].convert(owner, "growth", growth)
         self.decay = PARAMS["decay"].convert(owner, "decay", decay)
+        self.unseen = PARAMS["unseen"].convert(owner, "unseen", unseen)
         values = {"ratio": self.ratio, "top": self.top, "growth": self.growth, "decay": self.decay,
-                  "warmup": self.warmup}  # fmt: skip
+                  "unseen": self.unseen, "warmup": self.warmup}  # fmt: skip
         named = PARAMS if self.warmup else {k: p for k, p in PARAMS.items() if k != "warmup"}
         self.name = canonical("sharedk", named, values)
         self.states: dict[int, ChunkState] = {}
@@ -146,9 +161,9 @@ class SharedK(RandomK):
         return self._cache.get(cache_key, lambda: self._choose(state, numel, k, key).to(device))
 
     def scores(self, state: ChunkState) -> torch.Tensor:
-        """``rate * G(wait)`` per coordinate; coordinates never sent take the mean rate of the rest."""
+        """``rate * G(wait)`` per coordinate; coordinates never sent take the rate ``unseen`` names."""
         seen = int(state.seen.sum())
-        fill = float(state.rate[state.seen].mean()) if seen else 1.0
+        fill = UNSEEN[self.unseen](state.rate[state.seen])
         rate = state.rate if seen == state.rate.numel() else torch.where(state.seen, state.rate, fill)
         return rate * GROWTH[self.growth](state.wait)
 
@@ -197,6 +212,6 @@ class SharedK(RandomK):
 
 
 @CODECS.register("sharedk", **PARAMS)
-def build_sharedk(ratio: float, top: float, growth: str, decay: float, warmup: int) -> SharedK:
+def build_sharedk(ratio: float, top: float, growth: str, decay: float, unseen: str, warmup: int) -> SharedK:
     """random-k whose coordinates follow the shared averaged gradient: top scores plus a random rest"""
-    return SharedK(ratio, top, growth, decay, warmup)
+    return SharedK(ratio, top, growth, decay, warmup, unseen)

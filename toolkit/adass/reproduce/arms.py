@@ -39,8 +39,9 @@ RS_RATIOS: list[float] = [0.1, 0.01, 0.001]
 #: (label, exchange, codec template): each technique off and on, and stacked with 8-bit QSGD:
 #: error feedback (ef), DGC momentum correction (mc), its delay-aware variant (dmc), a one-epoch
 #: ratio warm-up (warmup=1, DGC's warm-up shortened to the runs' few epochs), and the coordinates
-#: chosen from the averaged gradients every replica holds (sharedk) instead of the seed alone; its
-#: 8-bit stack affords a three-epoch warm-up within the wire budget
+#: chosen from the averaged gradients every replica holds (sharedk) instead of the seed alone: without
+#: a warm-up, never-sent coordinates go first (unseen=first); its 8-bit stack affords a three-epoch
+#: warm-up within the wire budget
 RS_ARMS: list[tuple[str, str, str]] = [
     ("randk", "ring", "randk:ratio={ratio},scale=false"),
     ("ef", "ring", "ef(randk:ratio={ratio},scale=false)"),
@@ -54,7 +55,7 @@ RS_ARMS: list[tuple[str, str, str]] = [
         "ring:strategy=shared_scale",
         "dmc(randk:ratio={ratio},scale=false,warmup=1+qsgd:bits=8)",
     ),
-    ("dmc sharedk", "ring", "dmc(sharedk:ratio={ratio})"),
+    ("dmc sharedk", "ring", "dmc(sharedk:ratio={ratio},unseen=first)"),
     ("dmc sharedk+warmup", "ring", "dmc(sharedk:ratio={ratio},warmup=1)"),
     ("dmc sharedk+warmup3+q8", "ring:strategy=shared_scale", "dmc(sharedk:ratio={ratio},warmup=3+qsgd:bits=8)"),
 ]
@@ -63,5 +64,5 @@ RS_ARMS_NOW: list[tuple[str, str, str]] = [
     ("randk", "ring", "randk:ratio={ratio},scale=false"),
     ("ef", "ring", "ef(randk:ratio={ratio},scale=false)"),
     ("ef+q8", "ring:strategy=shared_scale", "ef(randk:ratio={ratio},scale=false+qsgd:bits=8)"),
-    ("dmc sharedk", "ring", "dmc(sharedk:ratio={ratio})"),
+    ("dmc sharedk", "ring", "dmc(sharedk:ratio={ratio},unseen=first)"),
 ]
