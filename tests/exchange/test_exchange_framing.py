@@ -66,3 +66,11 @@ def test_header_must_be_plain_values() -> None:
 def test_foreign_bytes_are_rejected() -> None:
     with pytest.raises(RuntimeError, match="not an adass frame"):
         framing.overflow_bytes(torch.zeros(framing.HEAD_BYTES, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("src", [-1, 0, 7, 70_000])
+def test_head_names_its_sender(src: int) -> None:
+    payload = make_codec("fp32").encode(torch.randn(5), ChunkKey(0, 0, 0))
+    head, _ = framing.pack_head(payload, Transfer("push"), 0.0, 0.0, src=src)
+    assert framing.head_source(head) == src
+    assert framing.unpack_head(head).numel == 5

@@ -24,13 +24,13 @@ from .base import Transfer
 
 __all__ = [
     "HEAD_BYTES", "Frame", "Layout", "alloc_bodies", "assemble", "body_sizes", "body_views", "joined_message",
-    "layout_of", "overflow_bytes", "pack_head", "padding_bytes", "unpack_head",
+    "head_source", "layout_of", "overflow_bytes", "pack_head", "padding_bytes", "unpack_head",
 ]  # fmt: skip
 
 HEAD_BYTES = 256
-_MAGIC, _VERSION = b"AX", 2
+_MAGIC, _VERSION = b"AX", 3
 _ALIGN = 8  # every tensor of a packed body starts at a multiple of this many bytes
-_PREFIX = struct.Struct("<2sBxI")
+_PREFIX = struct.Struct("<2sBxIi")  # magic, version, descriptor length, sender rank (-1: unnamed)
 _INLINE = HEAD_BYTES - _PREFIX.size
 
 Layout = list[tuple[str, str, list[int]]]  # (name, dtype name, shape) per tensor
@@ -55,9 +55,10 @@ def layout_of(payload: Payload) -> Layout:
 
 
 def pack_head(
-    payload: Payload, meta: Transfer, sent_at: float, not_before: float
+    payload: Payload, meta: Transfer, sent_at: float, not_before: float, src: int = -1
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The 256-byte head (uint8) and the overflow message, if the descriptor needs one."""
+    """The 256-byte head (uint8) and the overflow message, if the descriptor needs one. ``src``,
+    the sender's rank, lets a receive from any source tell who sent the frame."""
     raw = -1 if meta.raw_bytes is None else meta.raw_bytes
     descriptor = {
         "n": payload.numel, "hb": payload.header_bytes, "h": payload.header, "t": layout_of(payload),
@@ -68,7 +69,7 @@ def pack_head(
     except TypeError as err:
         raise TypeError(f"payload header cannot travel (JSON values only): {payload.header!r}") from err
     head = bytearray(HEAD_BYTES)
-    _PREFIX.pack_into(head, 0, _MAGIC, _VERSION, len(text))
+    _PREFIX.pack_into(head, 0, _MAGIC, _VERSION, len(text), src)
     head[_PREFIX.size : _PREFIX.size + min(len(text), _INLINE)] = text[:_INLINE]
     overflow = text[_INLINE:]
     over = torch.frombuffer(bytearray(overflow), dtype=torch.uint8) if overflow else None
@@ -77,16 +78,21 @@ def pack_head(
 
 def overflow_bytes(head: torch.Tensor) -> int:
     """How many descriptor bytes follow in an overflow message (0 for most payloads)."""
-    magic, version, length = _PREFIX.unpack_from(head.numpy().tobytes(), 0)
+    magic, version, length, _ = _PREFIX.unpack_from(head.numpy().tobytes(), 0)
     if magic != _MAGIC or version != _VERSION:
         raise RuntimeError(f"not an adass frame (magic {magic!r}, version {version})")
     return max(0, length - _INLINE)
 
 
+def head_source(head: torch.Tensor) -> int:
+    """The sender's rank written into a head by :func:`pack_head` (-1 where it named none)."""
+    return _PREFIX.unpack_from(head.numpy().tobytes(), 0)[3]
+
+
 def unpack_head(head: torch.Tensor, overflow: torch.Tensor | None = None) -> Frame:
     """Parse a head (and its overflow) into a Frame."""
     data = head.numpy().tobytes()
-    _, _, length = _PREFIX.unpack_from(data, 0)
+    _, _, length, _ = _PREFIX.unpack_from(data, 0)
     text = data[_PREFIX.size : _PREFIX.size + min(length, _INLINE)]
     if overflow is not None:
         text += overflow.numpy().tobytes()

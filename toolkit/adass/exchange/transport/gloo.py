@@ -122,7 +122,7 @@ class _RecvAny(_Recv):
         head = torch.empty(framing.HEAD_BYTES, dtype=torch.uint8)
         work = transport._pg.recv_anysource([head], transport.tag_head)
         work.wait()
-        src = work.source_rank()
+        src = framing.head_source(head)  # the sender names itself (gloo's source_rank is deprecated)
         RecvHandle.__init__(self, transport._queue(src))
         self.transport, self.src, self.remember = transport, src, None
         self.head, self.head_work, self.layout = head, _Arrived(), None  # gloo's wait() must not run twice
@@ -222,7 +222,7 @@ class GlooTransport(Transport):
         joined = repeat is not None and self.layouts.joined((dst, repeat), payload)
         works, keep = [], []
         sent_at, not_before = self._stamp(payload.nbytes)
-        head, overflow = framing.pack_head(payload, meta, sent_at, not_before)
+        head, overflow = framing.pack_head(payload, meta, sent_at, not_before, src=self.rank)
         if joined:  # one message: head, then the body (its bytes copied once, into place)
             bodies = [framing.joined_message(payload, head)]
         else:
