@@ -13,6 +13,7 @@ worker s's process instead and the world is the workers alone (``ps_colocated.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -203,16 +204,22 @@ class ParameterServer(Exchange):
             with clock.encoding:
                 push = encode_own(self.codec, self.memory, x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
             sends.append(t.isend(self.workers + s, self._tag_push(s, push, weight), self._meta("push", 0, s)))
-        out = output_buffer(out, x.numel())
-        for s, ((lo, hi), handle) in enumerate(zip(layout.chunks, pulls, strict=True)):
-            payload = self._take_pull(s, handle.wait())
+        return self._finish(layout, output_buffer(out, x.numel()), lambda s: self._take_pull(s, pulls[s].wait()), sends)
+
+    def _finish(
+        self, layout: ChunkLayout, out: torch.Tensor, reply: Callable[[int], Payload], sends: list
+    ) -> torch.Tensor:
+        """Decode each shard's ``reply(s)`` into its slice of ``out``, wait for the pushes to leave
+        and close the step."""
+        for s, (lo, hi) in enumerate(layout.chunks):
+            payload = reply(s)
             if hi > lo:
-                with clock.decoding:
+                with self.clock.decoding:
                     out[lo:hi] = self.pull_codec.decode(payload)
         for h in sends:
             h.wait()
         self.step += 1
-        clock.end()
+        self.clock.end()
         return out
 
     def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:

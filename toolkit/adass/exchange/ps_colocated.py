@@ -84,17 +84,8 @@ class ColocatedParameterServer(ParameterServer):
         replies: dict[int, Payload] = {}
         if mine is not None:
             replies[mine] = self._serve_own(mine, own_push, arriving, sends)
-        out = output_buffer(out, x.numel())
-        for s, (lo, hi) in enumerate(layout.chunks):
-            payload = replies[s] if s == mine else pulls[s].wait()
-            if hi > lo:
-                with clock.decoding:
-                    out[lo:hi] = self.pull_codec.decode(payload)
-        for h in sends:
-            h.wait()
-        self.step += 1
-        clock.end()
-        return out
+        return self._finish(layout, output_buffer(out, x.numel()),
+                            lambda s: replies[s] if s == mine else pulls[s].wait(), sends)  # fmt: skip
 
     def _serve_own(self, shard: int, own_push: Payload, arriving: dict[int, RecvHandle], sends: list) -> Payload:
         """Serve this rank's shard: the pushes in worker order (its own from the process), the
