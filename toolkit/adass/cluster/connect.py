@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +19,10 @@ from .credentials import temporary_security, user_security
 
 __all__ = ["ClusterHandle", "connect", "reachable"]
 
+#: how long a question to the scheduler may take before its address is probed (a dead scheduler's
+#: port refuses connections at once, but Dask's connect retries against it until its own timeout)
+_ASK_S = 5.0
+
 
 @dataclass
 class ClusterHandle:
@@ -26,6 +30,7 @@ class ClusterHandle:
 
     client: Client
     cluster: LocalCluster | None = None
+    _seen: list[str] = field(default_factory=list, repr=False)  # the workers of the last answer
 
     @property
     def dashboard_link(self) -> str:
@@ -43,10 +48,17 @@ class ClusterHandle:
         RunFailure
             The client has lost its scheduler (a run cannot go on without one).
         """
-        info = self.client.scheduler_info(n_workers=-1) if self.client.status == "running" else {}
-        if "workers" not in info:
-            raise RunFailure(f"the Dask scheduler {self.client.scheduler.address} is gone (client {self.client.status})")
-        return sorted(info["workers"])
+        client = self.client
+        if client.status == "running":
+            try:
+                info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)
+                self._seen = sorted(info["workers"])
+                return self._seen
+            except Exception:  # no answer in time: a slow scheduler still listens, a dead one does not
+                with contextlib.suppress(RunFailure):
+                    reachable(client.scheduler.address, timeout_s=_ASK_S)
+                    return self._seen
+        raise RunFailure(f"the Dask scheduler {client.scheduler.address} is gone (client {client.status})")
 
     def close(self) -> None:
         """Close the client and, if embedded, the cluster with all its worker processes."""
