@@ -142,8 +142,8 @@ RECORD_FILES: dict[type, str] = {
 #: Columns that older runs wrote under another name (renamed on load) or no longer write (dropped).
 RENAMED: dict[type, dict[str, str]] = {EvalRecord: {"wall_s": "train_s"}}
 DROPPED: dict[type, tuple[str, ...]] = {StepRecord: ("wait_s",)}
-#: Columns added after runs had been written: older frames get them, at these values, on load.
-ADDED: dict[type, dict[str, Any]] = {StepRecord: {"staleness": 0}}
+#: Columns added after runs had been written: older frames get them, at the field's default, on load.
+ADDED: dict[type, tuple[str, ...]] = {StepRecord: ("staleness",)}
 
 
 def columns(kind: type) -> list[str]:
@@ -156,7 +156,8 @@ def upgrade(kind: type, frame: pd.DataFrame) -> pd.DataFrame:
     old = RENAMED.get(kind, {})
     frame = frame.rename(columns={k: v for k, v in old.items() if v not in frame.columns})
     frame = frame.drop(columns=[c for c in DROPPED.get(kind, ()) if c in frame.columns])
-    missing = {c: v for c, v in ADDED.get(kind, {}).items() if c not in frame.columns}
+    defaults = {f.name: f.default for f in fields(kind)}
+    missing = {c: defaults[c] for c in ADDED.get(kind, ()) if c not in frame.columns}
     return frame.assign(**missing) if missing else frame
 
 

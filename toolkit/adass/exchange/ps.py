@@ -49,18 +49,25 @@ class ShardUpdate(Protocol):
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
 
-#: subclasses that a true boolean parameter of the spec selects (``colocated``: ps_colocated.py)
-_VARIANTS: dict[str, type[ParameterServer]] = {}
+#: the subclass that a spec value selects, by (parameter, value): ``colocated=true``
+#: (ps_colocated.py), ``mode=async`` and ``mode=ssp`` (ps_async.py)
+_VARIANTS: dict[tuple[str, Any], type[ParameterServer]] = {}
 
 
-def variant(flag: str) -> Any:
-    """Class decorator: build this subclass of :class:`ParameterServer` where ``flag=true``."""
+def variant(param: str, *values: Any) -> Any:
+    """Class decorator: build this subclass of :class:`ParameterServer` where the spec gives
+    ``param`` one of ``values`` (``True`` where none is named)."""
 
     def decorate(kind: type[ParameterServer]) -> type[ParameterServer]:
-        _VARIANTS[flag] = kind
+        for value in values or (True,):
+            _VARIANTS[(param, value)] = kind
         return kind
 
     return decorate
+
+
+def _built_modes() -> list[str]:
+    return ["sync", *(value for param, value in _VARIANTS if param == "mode")]
 
 
 @EXCHANGES.register(
@@ -101,14 +108,12 @@ class ParameterServer(Exchange):
     """
 
     name = "ps"
-    #: consistency model -> the class that runs it (``ps_async.py`` adds async and ssp)
-    by_mode: dict[str, type[ParameterServer]] = {}
 
     def __new__(cls, *args: Any, **params: Any) -> ParameterServer:
         if cls is not ParameterServer:  # a subclass named directly builds itself
             return super().__new__(cls)
-        chosen = [kind for flag, kind in _VARIANTS.items() if params.get(flag)]
-        return super().__new__(chosen[0] if chosen else cls.by_mode.get(params.get("mode", "sync"), cls))
+        chosen = [kind for (param, value), kind in _VARIANTS.items() if params.get(param) == value]
+        return super().__new__(chosen[0] if chosen else cls)
 
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
                  staleness: int = 0, colocated: bool = False, *, transport: Transport, codec: Codec | str,
@@ -134,8 +139,8 @@ class ParameterServer(Exchange):
         if colocated and mode != "sync":
             raise SpecError(f"exchange 'ps': colocated=true is built for mode=sync; got mode={mode}")
         make_codec(pull)  # a bad pull spec fails here, with its own message
-        if mode != "sync" and mode not in cls.by_mode:
-            raise SpecError(f"exchange 'ps': mode={mode} is not built; built: sync, {', '.join(cls.by_mode)}")
+        if mode not in _built_modes():
+            raise SpecError(f"exchange 'ps': mode={mode} is not built; built: {', '.join(_built_modes())}")
         if mode != "sync" and update != "server":
             raise SpecError(f"exchange 'ps': mode={mode} needs update=server (each server applies pushes "
                             f"as they come); got update={update}")  # fmt: skip
@@ -273,9 +278,11 @@ class ParameterServer(Exchange):
                 if numel and total:
                     mean += self.codec.decode(push) * (c / total)
         result = mean if owner is None else owner(mean if total else None, self.epoch)
-        # keyed by the server's rank in a dedicated world (W + shard), wherever the shard runs, so
-        # that a colocated shard draws what a dedicated one draws
-        key = replace(ChunkKey(self.seed, self.step, shard), rank=self.workers + shard, hop=1)
         with self.clock.encoding:
-            reply = self.pull_codec.encode(result, key) if numel else _EMPTY
+            reply = self.pull_codec.encode(result, self._pull_key(shard)) if numel else _EMPTY
         return mean, reply
+
+    def _pull_key(self, shard: int) -> ChunkKey:
+        """The key of ``shard``'s reply this step: keyed by the server's rank in a dedicated world
+        (W + shard) wherever the shard runs, so that a colocated shard draws what a dedicated one draws."""
+        return replace(ChunkKey(self.seed, self.step, shard), rank=self.workers + shard, hop=1)

@@ -23,7 +23,7 @@ import torch
 from ..codecs.base import Payload
 from ..metrics import TrafficRecord
 from .counts import split_count, with_count
-from .ps import _EMPTY, ParameterServer
+from .ps import _EMPTY, ParameterServer, variant
 from .transport import SendHandle
 
 __all__ = ["AsyncParameterServer"]
@@ -47,6 +47,7 @@ def _untagged(payload: Payload, *names: str) -> tuple[Payload, list[int]]:
     return Payload(payload.tensors, payload.numel, header["codec"], inner_bytes), values
 
 
+@variant("mode", "async", "ssp")
 class AsyncParameterServer(ParameterServer):
     """A parameter server whose shards apply pushes as they come (``mode=async``), or do so while
     holding back any worker more than ``staleness`` steps ahead of the slowest (``mode=ssp``).
@@ -152,7 +153,7 @@ class AsyncParameterServer(ParameterServer):
             if reply is None:  # encoded once for everyone released together: the same parameters
                 params = self.shard_update(None, self.epoch)
                 with self.clock.encoding:
-                    reply = self.pull_codec.encode(params, self._key(shard, 1)) if params.numel() else _EMPTY
+                    reply = self.pull_codec.encode(params, self._pull_key(shard)) if params.numel() else _EMPTY
             tagged = _tagged(reply, version=self.version, staleness=staleness)
             sends.append(self.transport.isend(worker, tagged, self._meta("pull", 0, shard)))
         return held
@@ -171,5 +172,3 @@ class AsyncParameterServer(ParameterServer):
             else:
                 self.versions = [int(v) for v in state["versions"]]
 
-
-ParameterServer.by_mode["async"] = ParameterServer.by_mode["ssp"] = AsyncParameterServer
