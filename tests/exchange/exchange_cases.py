@@ -3,12 +3,12 @@ that spawned gloo processes run (they must live in an importable module)."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import torch
 import torch.distributed as dist
 
+from adass.engine.virtual import on_threads
 from adass.exchange import GlooTransport, InProcHub, make_exchange
 from adass.exchange.transport import Transfer, Transport
 
@@ -141,28 +141,17 @@ def inproc_steps(
     world = len(counts[0])
     hub = InProcHub(world, timeout_s=60)
     results = [[None] * world for _ in counts]
-    errors: list[BaseException] = []
 
     def work(rank: int) -> None:
-        try:
-            exchange = make_exchange(spec, hub.transport(rank), codec, seed=seed)
-            for step, row in enumerate(counts):
-                exchange.epoch = 0 if epochs is None else epochs[step]
-                if getattr(exchange, "is_server", False):
-                    exchange.serve_step()  # a PS server rank: its result stays None
-                else:
-                    results[step][rank] = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            errors.append(err)
-            hub.abort()
+        exchange = make_exchange(spec, hub.transport(rank), codec, seed=seed)
+        for step, row in enumerate(counts):
+            exchange.epoch = 0 if epochs is None else epochs[step]
+            if getattr(exchange, "is_server", False):
+                exchange.serve_step()  # a PS server rank: its result stays None
+            else:
+                results[step][rank] = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
 
-    threads = [threading.Thread(target=work, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    on_threads(world, work, [hub.abort])
     return results
 
 

@@ -4,13 +4,12 @@ checkpoints; under a parameter server it stays shared-seed random-k."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 from exchange_cases import grads
 
 from adass.codecs import ChunkKey, make_codec
+from adass.engine.virtual import on_threads
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.chunking import ChunkLayout
 from adass.exchange.ring.plain import PlainRing
@@ -32,26 +31,15 @@ def _run(spec: str, codec: str, world: int, n: int, steps: int,
         if momentum is not None:
             e.take_momentum(momentum)
     outs = [[None] * world for _ in range(steps)]
-    errors: list[BaseException] = []
 
     def work(rank: int) -> None:
-        try:
-            for s in range(steps):
-                if rank >= world:
-                    exchanges[rank].serve_step()
-                else:
-                    outs[s][rank] = exchanges[rank].reduce(grads(world, n, seed=s)[rank])
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            errors.append(err)
-            hub.abort()
+        for s in range(steps):
+            if rank >= world:
+                exchanges[rank].serve_step()
+            else:
+                outs[s][rank] = exchanges[rank].reduce(grads(world, n, seed=s)[rank])
 
-    threads = [threading.Thread(target=work, args=(r,)) for r in range(world + servers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    on_threads(world + servers, work, [hub.abort])
     return exchanges, outs
 
 
@@ -118,11 +106,7 @@ def _resume(spec: str, codec: str, world: int, n: int, steps: range, states: lis
         for i, s in enumerate(steps):
             outs[i][rank] = exchanges[rank].reduce(grads(world, n, seed=s)[rank])
 
-    threads = [threading.Thread(target=work, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_threads(world, work, [hub.abort])
     return outs
 
 
