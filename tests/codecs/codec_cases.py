@@ -30,3 +30,19 @@ def chunk(n: int, seed: int = 0) -> torch.Tensor:
     """A reproducible float32 chunk of ``n`` values with a spread of magnitudes."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(n, generator=gen) * torch.rand(n, generator=gen).mul(3).exp()
+
+
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``t``: equal bytes, equal payload (signed zeros and NaN bits included)."""
+    return t.contiguous().view(torch.uint8)
+
+
+def reference_and_fused(fn):
+    """``fn()`` under the pure-torch kernels, then under the fused ones."""
+    from adass.codecs import kernels
+
+    with kernels.using("reference"):
+        ref = fn()
+    with kernels.using("fused"):
+        fused = fn()
+    return ref, fused

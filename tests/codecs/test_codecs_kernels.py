@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from codec_cases import raw_bytes, reference_and_fused
 
 from adass.codecs import ChunkKey, kernels, make_codec
 
@@ -26,22 +27,11 @@ def _chunk(n: int, kind: str) -> torch.Tensor:
     return x
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The bytes of ``t``: equal bytes, equal payload (signed zeros and NaN bits included)."""
-    return t.contiguous().view(torch.uint8)
-
-
-def _both(fn):
-    with kernels.using("reference"):
-        ref = fn()
-    with kernels.using("fused"):
-        fused = fn()
-    return ref, fused
 
 
 @pytest.mark.parametrize("spec", QSGD)
 @pytest.mark.parametrize("kind", ["randn", "zero", "negative zero", "zero buckets"])
-def test_fused_qsgd_payloads_and_decodes_are_the_reference_bits(spec, kind):
+def test_fused_qsgd_payloads_and_decodes_are_the_referenceraw_bytes(spec, kind):
     codec = make_codec(spec)
     for n in LENGTHS:
         x = _chunk(n, kind)
@@ -49,16 +39,16 @@ def test_fused_qsgd_payloads_and_decodes_are_the_reference_bits(spec, kind):
         # shared mode: an agreed scale above some buckets' own and below others' (values clipped)
         factor = torch.tensor([1.25, 0.5]).repeat(codec.buckets(n))[: codec.buckets(n)]
         scale = codec.local_scale(x) * factor if codec.shared else None
-        ref, fused = _both(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
+        ref, fused = reference_and_fused(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
         assert ref.header == fused.header
         for name in ref.tensors:
-            assert torch.equal(_bits(ref.tensors[name]), _bits(fused.tensors[name])), (spec, kind, n, name)
-        decoded = _both(lambda c=codec, p=ref: c.decode(p))
-        assert torch.equal(_bits(decoded[0]), _bits(decoded[1])), (spec, kind, n)
+            assert torch.equal(raw_bytes(ref.tensors[name]), raw_bytes(fused.tensors[name])), (spec, kind, n, name)
+        decoded = reference_and_fused(lambda c=codec, p=ref: c.decode(p))
+        assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1])), (spec, kind, n)
         out = torch.empty(n)
         with kernels.using("fused"):
             codec.decode_into(ref, out)
-        assert torch.equal(_bits(out), _bits(decoded[0]))
+        assert torch.equal(raw_bytes(out), raw_bytes(decoded[0]))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 99, 1000, 40_001])
@@ -66,10 +56,10 @@ def test_fused_random_k_gathers_and_scatters_the_reference_values(n):
     codec = make_codec("randk:ratio=0.3")
     x = _chunk(n, "randn")
     key = ChunkKey(1, 2, 3)
-    ref, fused = _both(lambda: codec.encode(x, key))
-    assert torch.equal(_bits(ref.tensors["values"]), _bits(fused.tensors["values"]))
-    decoded = _both(lambda: codec.decode(ref))
-    assert torch.equal(_bits(decoded[0]), _bits(decoded[1]))
+    ref, fused = reference_and_fused(lambda: codec.encode(x, key))
+    assert torch.equal(raw_bytes(ref.tensors["values"]), raw_bytes(fused.tensors["values"]))
+    decoded = reference_and_fused(lambda: codec.decode(ref))
+    assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1]))
 
 
 def test_the_switch_selects_and_restores_the_kernels():

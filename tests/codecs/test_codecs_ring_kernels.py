@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from codec_cases import raw_bytes, reference_and_fused
 
 from adass.codecs import ChunkKey, kernels, make_codec
 
@@ -24,23 +25,13 @@ def _chunk(n: int, seed: int, kind: str) -> torch.Tensor:
     return x
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8)
-
 
 def _same(a, b, label) -> None:
     assert a.header == b.header and a.numel == b.numel, label
     assert a.tensors.keys() == b.tensors.keys(), label
     for name in a.tensors:
-        assert torch.equal(_bits(a.tensors[name]), _bits(b.tensors[name])), (label, name)
+        assert torch.equal(raw_bytes(a.tensors[name]), raw_bytes(b.tensors[name])), (label, name)
 
-
-def _both(fn):
-    with kernels.using("reference"):
-        ref = fn()
-    with kernels.using("fused"):
-        fused = fn()
-    return ref, fused
 
 
 @pytest.mark.parametrize("spec", REQUANTIZE)
@@ -53,7 +44,7 @@ def test_fused_requantize_gives_the_reference_payload(spec, kind, weight):
             received = codec.encode(_chunk(n, n, "zero" if kind == "zero" else "randn"), ChunkKey(1, 2, n))
         x = torch.zeros(n) if kind == "zero share" else _chunk(n, n + 1, kind)
         key = ChunkKey(1, 2, n, rank=3, hop=1)
-        ref, fused = _both(lambda c=codec, r=received, x=x, k=key: c.requantize(r, x, k, weight))
+        ref, fused = reference_and_fused(lambda c=codec, r=received, x=x, k=key: c.requantize(r, x, k, weight))
         _same(ref, fused, (spec, kind, weight, n))
 
 
@@ -84,6 +75,6 @@ def test_fused_code_sums_give_the_reference_payload(spec, kind):
                 sums.append(total)
             return sums
 
-        ref, fused = _both(ring_sum)
+        ref, fused = reference_and_fused(ring_sum)
         for k, (a, b) in enumerate(zip(ref, fused, strict=True)):
             _same(a, b, (spec, kind, n, k))
