@@ -71,6 +71,17 @@ def test_ssp_never_lets_a_worker_run_more_than_its_bound_ahead(staleness):
     assert ssp.sink.frame(StepRecord).staleness.max() > 0  # and their gradients meet moved parameters
 
 
+def test_a_servers_replies_are_recorded_at_the_steps_they_answer():
+    """The dashboard keeps the last steps' traffic: a reply must carry its worker's step, not the
+    server's count of pushes (which runs P times faster and left the pushes out of the window)."""
+    workers = 3
+    traffic = run("ps:servers=1,update=server,mode=async", workers, epochs=2).sink.frame(TrafficRecord)
+    for worker in range(workers):
+        pushes = traffic[(traffic.phase == "push") & (traffic.src == worker)]
+        pulls = traffic[(traffic.phase == "pull") & (traffic.dst == worker)]
+        assert sorted(pulls.step) == sorted(pushes.step) and len(pulls)
+
+
 def test_the_step_records_of_a_lock_step_run_have_no_staleness():
     steps = run("ps:servers=1,update=server", 2, epochs=1).sink.frame(StepRecord)
     assert (steps.staleness == 0).all() and len(steps)

@@ -6,7 +6,8 @@ Server", 2013).
 
 Versions: a shard's version counts the updates it has applied. A push carries the version of the
 shard's parameters its gradient was computed on; the shard notes how far it has moved on since
-(the push's staleness) and returns it with its reply, so every step's record holds it.
+(the push's staleness) and returns it with its reply, so every step's record holds it. A push also
+carries the worker's step, at which the reply is recorded (the traffic views window by step).
 
 Epochs: the replies to the last push of an epoch wait for every worker's pushes of the epoch, so the
 epoch ends on one model everywhere, and sample selection (with distributed ADASS's one global budget
@@ -24,7 +25,7 @@ from ..codecs.base import Payload
 from ..metrics import TrafficRecord
 from .counts import split_count, with_count
 from .ps import _EMPTY, ParameterServer, variant
-from .transport import SendHandle
+from .transport import SendHandle, Transfer
 
 __all__ = ["AsyncParameterServer"]
 
@@ -82,7 +83,8 @@ class AsyncParameterServer(ParameterServer):
         return super().reduce(flat_grad, count, out)
 
     def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:
-        return _tagged(with_count(push, weight), version=self.versions[shard])
+        # the step travels too: the server's reply is recorded at the step it answers
+        return _tagged(with_count(push, weight), version=self.versions[shard], step=self.step)
 
     def _take_pull(self, shard: int, payload: Payload) -> Payload:
         reply, (version, staleness) = _untagged(payload, "version", "staleness")
@@ -108,12 +110,12 @@ class AsyncParameterServer(ParameterServer):
             raise RuntimeError(f"server rank {self.rank}: mode={self._mode}, but own() gave it no parameters")
         self.clock.begin()
         clocks = [0] * self.workers  # pushes of this epoch taken from each worker
-        waiting: list[tuple[int, int]] = []  # (worker, staleness of its push) not yet replied to
+        waiting: list[tuple[int, int, int]] = []  # (worker, its step, its push's staleness) not replied to
         sends: list[SendHandle] = []
         for _ in range(steps * self.workers):
             src, payload = self.transport.recv_any(range(self.workers))
             clocks[src] += 1
-            waiting.append((src, self._apply(payload)))
+            waiting.append((src, *self._apply(payload)))
             self.step += 1
             waiting = self._release(waiting, clocks, steps, sends)
         for h in sends:
@@ -121,9 +123,10 @@ class AsyncParameterServer(ParameterServer):
         self.clock.end()
         return self.traffic()
 
-    def _apply(self, payload: Payload) -> int:
-        """Step the shard on one push (unless its share is 0); return the push's staleness."""
-        tagged, (version,) = _untagged(payload, "version")
+    def _apply(self, payload: Payload) -> tuple[int, int]:
+        """Step the shard on one push (unless its share is 0); return the worker's step and the
+        push's staleness."""
+        tagged, (version, step) = _untagged(payload, "version", "step")
         push, share = split_count(tagged)
         staleness = self.version - version
         if share > 0:  # a push without samples (or skipped as non-finite) changes nothing
@@ -131,7 +134,7 @@ class AsyncParameterServer(ParameterServer):
                 grad = self.codec.decode(push) if push.numel else torch.zeros(0)
             self.shard_update(grad, self.epoch, share)
             self.version += 1
-        return staleness
+        return step, staleness
 
     def _may_go_on(self, clock: int, slowest: int, steps: int) -> bool:
         """Whether a worker that has pushed ``clock`` steps of the epoch may start its next step."""
@@ -140,22 +143,23 @@ class AsyncParameterServer(ParameterServer):
         return clock - slowest <= self.bound
 
     def _release(
-        self, waiting: list[tuple[int, int]], clocks: list[int], steps: int, sends: list[SendHandle]
-    ) -> list[tuple[int, int]]:
+        self, waiting: list[tuple[int, int, int]], clocks: list[int], steps: int, sends: list[SendHandle]
+    ) -> list[tuple[int, int, int]]:
         """Reply with the shard's current parameters to every waiting worker that may go on; return
         those that must wait on."""
         slowest, held, reply = min(clocks), [], None
         shard = self.rank - self.workers
-        for worker, staleness in waiting:
+        for worker, step, staleness in waiting:
             if not self._may_go_on(clocks[worker], slowest, steps):
-                held.append((worker, staleness))
+                held.append((worker, step, staleness))
                 continue
             if reply is None:  # encoded once for everyone released together: the same parameters
                 params = self.shard_update(None, self.epoch)
                 with self.clock.encoding:
                     reply = self.pull_codec.encode(params, self._pull_key(shard)) if params.numel() else _EMPTY
             tagged = _tagged(reply, version=self.version, staleness=staleness)
-            sends.append(self.transport.isend(worker, tagged, self._meta("pull", 0, shard)))
+            meta = Transfer("pull", 0, shard, step, self.epoch)  # recorded at the step it answers
+            sends.append(self.transport.isend(worker, tagged, meta))
         return held
 
     # -- checkpoints ----------------------------------------------------------------------
