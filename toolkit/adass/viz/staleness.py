@@ -12,7 +12,7 @@ from .style import HEIGHT, WIDTH, named
 __all__ = ["staleness_counts", "staleness_histogram"]
 
 #: what the view says when every step is fresh, as a synchronous exchange's always are
-SYNC_CAPTION = "staleness 0 on every step (synchronous): gradients applied to the version they came from"
+SYNC_CAPTION = "staleness 0 on every step (synchronous)"
 
 
 def staleness_counts(steps: pd.DataFrame) -> pd.DataFrame:
@@ -29,7 +29,7 @@ def staleness_counts(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
-    """Bars per staleness value, one per rank side by side: how many of its steps were that stale.
+    """Bars per staleness value, stacked by rank (a legend names them): how many steps were that stale.
 
     Parameters
     ----------
@@ -43,7 +43,9 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
         staleness 0 (a synchronous run), with a caption saying so.
     """
     counts = staleness_counts(steps)
-    table = counts.assign(rank=counts["rank"].map(lambda r: f"rank {r}"), staleness=counts["staleness"].astype(str))
+    ordered = counts.sort_values(["staleness", "rank"], kind="stable")  # the x axis in staleness order
+    # (stacking needs rows: an empty frame draws plain, empty bars)
+    table = ordered.assign(rank=ordered["rank"].map(lambda r: f"rank {r}"), staleness=ordered["staleness"].astype(str))
     if not len(counts):
         title = "staleness: no steps yet"
     elif counts["staleness"].max() == 0:
@@ -53,7 +55,6 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
         mean = float((counts["staleness"] * counts["steps"]).sum()) / total
         title = f"staleness: mean {mean:.2f}, max {int(counts['staleness'].max())} steps over {int(total)} steps"
     return hv.Bars(table, ["staleness", "rank"], "steps").opts(
-        width=WIDTH, height=HEIGHT, xlabel="staleness (versions behind) · rank", ylabel="steps",
-        tools=["hover"], title=title, fontsize={"title": "8pt"},
-        hooks=[named("adass-staleness")],
+        width=WIDTH, height=HEIGHT, xlabel="staleness (versions behind)", ylabel="steps", stacked=bool(len(counts)),
+        legend_position="top_right", tools=["hover"], title=title, hooks=[named("adass-staleness")],
     )  # fmt: skip
