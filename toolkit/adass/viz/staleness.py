@@ -15,6 +15,9 @@ __all__ = ["staleness_counts", "staleness_histogram"]
 SYNC_CAPTION = "staleness 0 on every step (synchronous)"
 
 
+_NO_STEPS = pd.DataFrame({"rank": [0], "staleness": [0], "steps": [0]})
+
+
 def staleness_counts(steps: pd.DataFrame) -> pd.DataFrame:
     """Steps per rank and staleness: ``rank, staleness, steps`` (every rank's values in order).
 
@@ -43,8 +46,9 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
         staleness 0 (a synchronous run), with a caption saying so.
     """
     counts = staleness_counts(steps)
-    ordered = counts.sort_values(["staleness", "rank"], kind="stable")  # the x axis in staleness order
-    # (stacking needs rows: an empty frame draws plain, empty bars)
+    # the x axis in staleness order; before any step one empty bar, since stacked bars need a row and
+    # a live plot keeps the legend (or its lack) of its first drawing
+    ordered = counts.sort_values(["staleness", "rank"], kind="stable") if len(counts) else _NO_STEPS
     table = ordered.assign(rank=ordered["rank"].map(lambda r: f"rank {r}"), staleness=ordered["staleness"].astype(str))
     if not len(counts):
         title = "staleness: no steps yet"
@@ -55,6 +59,6 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
         mean = float((counts["staleness"] * counts["steps"]).sum()) / total
         title = f"staleness: mean {mean:.2f}, max {int(counts['staleness'].max())} steps over {int(total)} steps"
     return hv.Bars(table, ["staleness", "rank"], "steps").opts(
-        width=WIDTH, height=HEIGHT, xlabel="staleness (versions behind)", ylabel="steps", stacked=bool(len(counts)),
+        width=WIDTH, height=HEIGHT, xlabel="staleness (versions behind)", ylabel="steps", stacked=True,
         legend_position="top_right", tools=["hover"], title=title, hooks=[named("adass-staleness")],
     )  # fmt: skip
