@@ -117,3 +117,31 @@ def test_lab_rates_and_ddp_hooks_are_checked_in_one_line():
 def test_netlab_is_refused_by_other_suites(tmp_path, capsys):
     assert main(["bench", "samplers", "--netlab", "1gbit", "--out", str(tmp_path)]) == 2
     assert "--netlab: only the dml suite" in capsys.readouterr().err
+
+
+def _lab_table(rs_ms: tuple[float, float], rs_acc: tuple[float, float]) -> pd.DataFrame:
+    """One rate and model: every lab arm at 100 ms and accuracy 0.9, but the RS-ADASS arms as given."""
+    rows = []
+    for arm in netlab_dml.ARMS:
+        ms, acc = 100.0, 0.9
+        if arm.codec in netlab_dml.RS_CODECS:
+            i = netlab_dml.RS_CODECS.index(arm.codec)
+            ms, acc = rs_ms[i], rs_acc[i]
+        rows.append({"rate": "100mbit", "model": "mlp", "params": 10, "arm": arm.name, "step_ms": ms,
+                     "step_vs_ddp": ms / 100.0, "test_acc": acc})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
+    def rs_goals(table: pd.DataFrame) -> pd.DataFrame:
+        goals = netlab_dml.lab_targets(table)
+        return goals[goals["goal"].str.startswith("RS-ADASS")]
+
+    # the sparser arm is faster but less accurate, the denser one as accurate but slower: not met
+    missed = rs_goals(_lab_table((50.0, 150.0), (0.85, 0.95)))
+    assert len(missed) == 2 and (missed["met"] == "no").all()
+    assert netlab_dml.RS_CODECS[1] in missed["measured"].iloc[0]  # the most accurate arm is shown
+    # one arm both faster and as accurate: met, and that arm is the one reported
+    met = rs_goals(_lab_table((50.0, 80.0), (0.85, 0.9)))
+    assert (met["met"] == "yes").all()
+    assert met["measured"].str.startswith(netlab_dml.RS_CODECS[1]).all()
