@@ -201,3 +201,15 @@ def test_a_new_view_is_one_row_of_the_table():
     dashboard.feed.put(StepRows(step_rows(ranks=2, steps=5)))
     dashboard.poll()
     assert list(plot.current_frame.dimension_values("steps")) == [5, 5]
+
+
+def test_a_colocated_run_is_drawn_as_a_star_before_its_first_traffic():
+    dashboard = Dashboard(heavy_ms=0)  # every poll redraws
+    plot = hv.renderer("bokeh").get_plot(dashboard.views["topology"])
+    dashboard.clear(world=3, servers=0, epochs=2, held={0: 0, 1: 1})  # as start() sets it for colocated=true
+    dashboard.feed = LiveFeed()
+    dashboard.poll()
+    assert plot.state.title.text.startswith("PS star, colocated"), plot.state.title.text
+    dashboard.clear(world=3, servers=0, epochs=2)  # a ring of the same size
+    dashboard.poll()
+    assert plot.state.title.text.startswith("ring"), plot.state.title.text

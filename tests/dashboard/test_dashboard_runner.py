@@ -12,6 +12,7 @@ from adass.dashboard import (
     Message,
     RunError,
     SelectionFrame,
+    run_colocated,
     run_world,
 )
 from adass.metrics import EvalRecord, load_run
@@ -72,3 +73,7 @@ def test_world_counts_replicas_and_server_shards():
     assert run_world(RunConfig.from_flat(**TINY)) == 0  # in-process
     assert run_world(RunConfig.from_flat(**TINY, workers=3, exchange="ring")) == 3
     assert run_world(RunConfig.from_flat(**TINY, workers=3, exchange="ps:servers=2")) == 5
+    colocated = RunConfig.from_flat(**TINY, workers=3, exchange="ps:servers=2,colocated=true")
+    assert run_world(colocated) == 3 and run_colocated(colocated) == {0: 0, 1: 1}
+    assert run_colocated(RunConfig.from_flat(**TINY, workers=3, exchange="ps:servers=2")) == {}
+    assert run_colocated(RunConfig.from_flat(**TINY, workers=3, exchange="ring")) == {}

@@ -44,6 +44,25 @@ def test_colocated_shards_are_drawn_on_the_replicas_that_serve_them():
     hv.render(view), hv.render(dedicated_view)
 
 
+def test_a_colocated_run_is_a_star_before_its_first_traffic_and_its_shards_are_listed_clear_of_the_links():
+    empty = star("ps:servers=2,colocated=true").iloc[0:0]
+    before = topology(empty, world=4, servers=0, held={0: 0, 1: 1})
+    assert before.opts.get().kwargs["title"].startswith("PS star, colocated")
+    nodes = before.Points.II
+    sizes = dict(zip(nodes.dimension_values("name"), nodes.dimension_values("size"), strict=True))
+    assert sizes["r0+ps0"] > sizes["r2"]  # the longer name gets a node it fits in
+    assert topology(empty, world=4, servers=0).opts.get().kwargs["title"].startswith("ring")
+
+    view = topology(star("ps:servers=4,colocated=true"), world=4, servers=0)
+    labels = view.Labels.III
+    xs, ys = labels.dimension_values("x"), labels.dimension_values("y")
+    assert len(labels) == 4 and (xs < -1.0).all()  # one line per shard, left of the circle's nodes
+    assert (ys > 0.8).all() and len(set(ys)) == 4  # in the top corner, one under the other
+    many = topology(star("ps:servers=6,colocated=true", workers=6), world=6, servers=0).Labels.III
+    assert len(many) == 5 and "2 more shards" in many.dimension_values("text")[-1]
+    hv.render(before), hv.render(view)
+
+
 def test_staleness_counts_every_ranks_steps_by_how_stale_they_were():
     steps = pd.DataFrame(step_rows(ranks=2, steps=4)).assign(staleness=[0, 0, 1, 0, 2, 0, 1, 0])
     counts = staleness_counts(steps)

@@ -21,7 +21,7 @@ from .messages import (
     TrafficRows,
 )
 from .page import Dashboard
-from .runner import BackgroundRun, new_run_id, run_world
+from .runner import BackgroundRun, new_run_id, run_colocated, run_world
 from .serve import app_options, app_path, build_app, serve_dashboard
 from .spec_editor import SpecEditor
 from .state import LiveState, Part
@@ -57,6 +57,7 @@ __all__ = [
     "app_path",
     "build_app",
     "new_run_id",
+    "run_colocated",
     "run_world",
     "serve_dashboard",
     "widget_spec",

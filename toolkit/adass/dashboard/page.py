@@ -25,7 +25,7 @@ from .comparison import RunComparison
 from .controls import ConfigControls
 from .feed import LiveFeed
 from .policy import RunPolicy
-from .runner import BackgroundRun, run_world
+from .runner import BackgroundRun, run_colocated, run_world
 from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
 
@@ -137,7 +137,8 @@ class Dashboard:
             return
         self.alert.visible = False
         servers = world - config.cluster.workers if world else 0  # the ranks that are not replicas
-        self.clear(world, servers, config.optim.epochs)
+        held = run_colocated(config)
+        self.clear(world, servers, config.optim.epochs, held)
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
         self.run = BackgroundRun(config, self.feed, save_dir=save, policy=self.policy)
@@ -146,12 +147,12 @@ class Dashboard:
         self._set_running(True)
         self.status.object = f"**status:** starting {html.escape(self.run.run_id)}"
 
-    def clear(self, world: int = 0, servers: int = 0, epochs: int = 0) -> None:
+    def clear(self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None) -> None:
         """Forget the previous run; the views show the empty state at the next poll.
 
-        ``world``, ``servers`` and ``epochs`` describe the next run (see :meth:`LiveState.reset`).
+        ``world``, ``servers``, ``epochs`` and ``held`` describe the next run (see :meth:`LiveState.reset`).
         """
-        self.state.reset(world, servers, epochs)
+        self.state.reset(world, servers, epochs, held)
         # a Dask link only while a distributed run has its cluster
         self.link.param.update(object=_NO_LINK, visible=world > 0)
         for source in self.sources:

@@ -22,7 +22,7 @@ from .feed import LiveFeed, LiveSink, StopRun
 from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
 from .policy import RunPolicy
 
-__all__ = ["BackgroundRun", "new_run_id", "run_world"]
+__all__ = ["BackgroundRun", "new_run_id", "run_colocated", "run_world"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,16 @@ def run_world(config: RunConfig) -> int:
     from ..cluster import server_count
 
     return config.cluster.workers + server_count(config)
+
+
+def run_colocated(config: RunConfig) -> dict[int, int]:
+    """``{replica rank: shard}`` of the PS shards a run's replicas serve (``colocated=true``), so the
+    topology is a star before the first traffic arrives; empty for other runs."""
+    if not config.cluster.workers:
+        return {}
+    from ..engine import colocated_shards
+
+    return colocated_shards(config)
 
 
 class BackgroundRun:

@@ -69,7 +69,7 @@ class LiveState:
         self.max_steps, self.max_traffic_steps = max_steps, max_traffic_steps
         self.reset()
 
-    def reset(self, world: int = 0, servers: int = 0, epochs: int = 0) -> None:
+    def reset(self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None) -> None:
         """Forget the previous run.
 
         Parameters
@@ -80,8 +80,10 @@ class LiveState:
             How many of them are PS shards (the last ones); 0 for a ring.
         epochs : int
             Epochs the run will train (0: not known).
+        held : dict, optional
+            ``{replica rank: shard}`` of PS shards that replicas serve (``colocated=true``).
         """
-        self.world, self.servers, self.epochs = world, servers, epochs
+        self.world, self.servers, self.epochs, self.held = world, servers, epochs, dict(held or {})
         self.evals = empty_evals()
         self.new_evals: list[dict[str, Any]] = []
         self.steps = _empty_steps()

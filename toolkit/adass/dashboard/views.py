@@ -116,7 +116,9 @@ GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHA
 SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),
                  Refresh.CHANGED)  # fmt: skip
 TRAFFIC = Source("traffic", lambda s: s.traffic, frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
-LINKS = Source("links", lambda s: (s.traffic, s.world, s.servers), frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
+LINKS = Source(
+    "links", lambda s: (s.traffic, s.world, s.servers, s.held), frozenset({Part.TRAFFIC}), Refresh.THROTTLED
+)
 STEPS = Source("steps", lambda s: s.steps, frozenset({Part.STEPS}), Refresh.THROTTLED)
 
 #: The live views, in page order.

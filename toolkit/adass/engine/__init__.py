@@ -27,7 +27,7 @@ from .step import (
     set_lr,
     write_flat_params,
 )
-from .virtual import server_count, simulate_run
+from .virtual import colocated_shards, server_count, simulate_run
 
 __all__ = [
     "Agreement",
@@ -47,6 +47,7 @@ __all__ = [
     "Stop",
     "TorchAgreement",
     "backprop_batch",
+    "colocated_shards",
     "epoch_eval",
     "evaluate",
     "flat_params",

@@ -33,6 +33,12 @@ def server_count(config: RunConfig) -> int:
     return int(entry.factory.extra_ranks(**values))
 
 
+def colocated_shards(config: RunConfig) -> dict[int, int]:
+    """``{replica rank: shard}`` of the PS shards that replicas serve (``colocated=true``); else empty."""
+    entry, values = EXCHANGES.resolve(config.exchange.exchange)
+    return dict(entry.factory.colocated_shards(**values))
+
+
 def on_threads(ranks: int, work: Callable[[int], Any], aborts: Sequence[Callable[[], None]] = ()) -> list[Any]:
     """``work(rank)`` for every rank on its own thread; results in rank order. The first failure is
     re-raised once every thread has ended (``aborts`` wake the others instead of letting them wait)."""

@@ -176,6 +176,12 @@ class Exchange(ABC):
         """Ranks besides the workers that this exchange needs (PS servers); they run ``serve_step``."""
         return 0
 
+    @classmethod
+    def colocated_shards(cls, **params: Any) -> dict[int, int]:
+        """``{replica rank: shard}`` of the server shards that replicas run beside their model; none
+        unless the exchange puts servers inside workers."""
+        return {}
+
     def serve_step(self) -> Any:
         """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
         raise RuntimeError(f"exchange {self.name!r} has no server ranks")

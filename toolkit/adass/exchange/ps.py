@@ -186,6 +186,10 @@ class ParameterServer(Exchange):
         return 0 if colocated else servers
 
     @classmethod
+    def colocated_shards(cls, servers: int = 1, colocated: bool = False, **params: object) -> dict[int, int]:
+        return {s: s for s in range(servers)} if colocated else {}
+
+    @classmethod
     def stage(cls, phase: str, hop: int) -> str:
         return "pull" if phase == "pull" else "push"
 

@@ -11,6 +11,8 @@ from .style import HEIGHT, WIDTH, human_bytes, last_steps_text, named
 
 __all__ = ["held_shards", "link_totals", "node_layout", "server_bytes", "server_ranks", "topology"]
 
+#: shards listed in the corner; more would reach the links
+_LISTED_SHARDS = 4
 _SERVER_COLUMNS = ("shard", "rank", "push_bytes", "pull_bytes", "push_messages", "pull_messages")
 
 
@@ -67,23 +69,25 @@ def link_totals(traffic: pd.DataFrame) -> pd.DataFrame:
 
 def node_layout(ranks: list[int], servers: list[int], held: dict[int, int] | None = None) -> pd.DataFrame:
     """Positions and colours: replicas on the unit circle (rank 0 on top, clockwise), servers near
-    the centre; a replica that serves shard s (``held``) is named ``r<rank>+ps<s>``."""
+    the centre; a replica that serves shard s (``held``) is named ``r<rank>+ps<s>`` on a larger node
+    (``size``, screen pixels), so that its name fits inside."""
     replicas = [r for r in ranks if r not in servers]
     held = held or {}
     rows = []
     for i, rank in enumerate(replicas):
         angle = np.pi / 2 - 2 * np.pi * i / max(len(replicas), 1)
+        x, y = np.cos(angle), np.sin(angle)
         if rank in held:
-            rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}+ps{held[rank]}", "replica+server", "#c44e52"))
+            rows.append((x, y, rank, f"r{rank}+ps{held[rank]}", "replica+server", "#c44e52", 42))
         else:
-            rows.append((np.cos(angle), np.sin(angle), rank, f"r{rank}", "replica", "#55a868"))
+            rows.append((x, y, rank, f"r{rank}", "replica", "#55a868", 24))
     for i, rank in enumerate(servers):
         angle = np.pi / 2 - 2 * np.pi * i / len(servers)
         radius = 0.0 if len(servers) == 1 else 0.3
-        rows.append((radius * np.cos(angle), radius * np.sin(angle), rank, f"ps{rank}", "server", "#dd8452"))
-    frame = pd.DataFrame(rows, columns=["x", "y", "rank", "name", "role", "color"])
+        rows.append((radius * np.cos(angle), radius * np.sin(angle), rank, f"ps{rank}", "server", "#dd8452", 24))
+    frame = pd.DataFrame(rows, columns=["x", "y", "rank", "name", "role", "color", "size"])
     return frame.astype(
-        {"x": float, "y": float, "rank": "int64", "name": object, "role": object, "color": object}
+        {"x": float, "y": float, "rank": "int64", "name": object, "role": object, "color": object, "size": float}
     )
 
 
@@ -111,7 +115,8 @@ def _edges(totals: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.Da
     )
 
 
-def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | None = None) -> hv.Overlay:
+def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | None = None,
+             held: dict[int, int] | None = None) -> hv.Overlay:
     """Ring (replicas in rank order) or star (replicas around PS shards) with wire bytes per link.
 
     Parameters
@@ -123,6 +128,10 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
     servers : int, optional
         Parameter Server shards among them, from the run's configuration: the last ``servers``
         ranks of ``world`` (0: a ring). Without it the servers are told from the traffic.
+    held : dict, optional
+        ``{replica rank: shard}`` of shards that replicas serve (``colocated=true``), from the run's
+        configuration, so such a run is drawn as a star before its first traffic. Without it they
+        are told from the traffic (:func:`held_shards`).
 
     Returns
     -------
@@ -137,7 +146,7 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         shards = list(range(world - servers, world))
     else:
         shards = server_ranks(traffic)
-    held = held_shards(traffic)
+    held = {**held_shards(traffic), **(held or {})}
     ranks = sorted(set(totals["src"]) | set(totals["dst"]) | set(range(world or 0)))
     nodes = node_layout([int(r) for r in ranks], shards, held)
     where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
@@ -151,19 +160,26 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         hv.Segments(edges, ["x0", "y0", "x1", "y1"], ["width", "wire_bytes", "link"])
         .opts(line_width="width", color="#4c72b0", line_alpha=0.8, tools=["hover"])
         * hv.Points(edges, ["ax", "ay"], ["angle"]).opts(marker="triangle", angle="angle", size=11, color="#4c72b0")
-        * hv.Points(nodes, ["x", "y"], ["name", "role", "color"]).opts(size=22, color="color", tools=["hover"])
+        * hv.Points(nodes, ["x", "y"], ["name", "role", "color", "size"]).opts(size="size", color="color",
+                                                                                tools=["hover"])
         * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
-        * hv.Labels(_server_labels(server_bytes(traffic), where), ["x", "y"], "text").opts(**text)
+        * hv.Labels(_server_labels(server_bytes(traffic), where), ["x", "y"], "text").opts(text_align="left", **text)
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
            title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else "no exchange: one process",
            hooks=[named("adass-topology")])  # fmt: skip
 
 
 def _server_labels(per_server: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.DataFrame:
-    """One label under every shard's node: the wire bytes pushed to it and pulled from it."""
-    rows = [{"x": where[int(r)][0], "y": where[int(r)][1] - 0.14,
+    """A line per shard, stacked in the top-left corner: the wire bytes pushed to it and pulled from
+    it. The corner stays clear of every node and link, where labels beside the nodes would cross the
+    links of a colocated star (its shards sit on the circle) or of a star with several servers."""
+    shown = [(s, r, push, pull) for s, r, push, pull in zip(per_server["shard"], per_server["rank"],
+             per_server["push_bytes"], per_server["pull_bytes"], strict=True) if int(r) in where]  # fmt: skip
+    rows = [{"x": -1.42, "y": 1.27 - 0.13 * i,
              "text": f"ps{int(s)}: push {human_bytes(push)}, pull {human_bytes(pull)}"}
-            for s, r, push, pull in zip(per_server["shard"], per_server["rank"], per_server["push_bytes"],
-                                        per_server["pull_bytes"], strict=True) if int(r) in where]  # fmt: skip
+            for i, (s, r, push, pull) in enumerate(shown[:_LISTED_SHARDS])]  # fmt: skip
+    if len(shown) > _LISTED_SHARDS:
+        rows.append({"x": -1.42, "y": 1.27 - 0.13 * _LISTED_SHARDS,
+                     "text": f"... {len(shown) - _LISTED_SHARDS} more shards (hover a node)"})  # fmt: skip
     return pd.DataFrame(rows, columns=["x", "y", "text"]).astype({"x": float, "y": float})
