@@ -244,3 +244,18 @@ def test_the_loss_plot_shows_the_first_epoch_as_dots():
     one = pd.DataFrame([vars(eval_records(1)[0])])
     view = loss_curves(one)
     assert [len(s) for s in view.Scatter] == [1, 1]  # a line of one point draws nothing; a dot does
+
+
+def test_every_traffic_view_of_a_one_process_run_says_it_has_no_exchange():
+    from adass.viz.style import NO_EXCHANGE
+
+    empty = empty_traffic()
+    one_process = [traffic_heatmap(empty, world=0), chunk_bytes(empty, world=0), topology(empty, world=0)]
+    assert [v.opts.get().kwargs["title"] for v in one_process] == [NO_EXCHANGE] * 3
+    # a distributed run before its first traffic, and views that are not told the world, keep their titles
+    waiting = [traffic_heatmap(empty, world=4), chunk_bytes(empty, world=4), traffic_heatmap(empty), chunk_bytes(empty)]
+    assert NO_EXCHANGE not in [v.opts.get().kwargs["title"] for v in waiting]
+    ring = ring_traffic(world=3)
+    assert traffic_heatmap(ring, world=0).opts.get().kwargs["title"].startswith("wire bytes per step")
+    for view in one_process:
+        hv.render(view)

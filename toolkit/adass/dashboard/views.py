@@ -115,7 +115,7 @@ SELECTION = Source("selection", lambda s: s.selection, frozenset({Part.SELECTION
 GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHANGED)
 SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),
                  Refresh.CHANGED)  # fmt: skip
-TRAFFIC = Source("traffic", lambda s: s.traffic, frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
+TRAFFIC = Source("traffic", lambda s: (s.traffic, s.world), frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
 LINKS = Source(
     "links", lambda s: (s.traffic, s.world, s.servers, s.held), frozenset({Part.TRAFFIC}), Refresh.THROTTLED
 )
@@ -131,8 +131,8 @@ VIEWS: tuple[View, ...] = (
     View("hardest", SAMPLES, partial(_samples, which="hardest"), 1, 2, shape=_images),
     View("easiest", SAMPLES, partial(_samples, which="easiest"), 1, 2, shape=_images),
     View("topology", LINKS, lambda links: topology(*links), 2, 0),
-    View("traffic", TRAFFIC, traffic_heatmap, 2, 1),
-    View("chunks", TRAFFIC, chunk_bytes, 2, 2),
+    View("traffic", TRAFFIC, lambda t: traffic_heatmap(t[0], world=t[1]), 2, 1),
+    View("chunks", TRAFFIC, lambda t: chunk_bytes(t[0], world=t[1]), 2, 2),
     View("timeline", STEPS, worker_timeline, 3, 0),
     View("staleness", STEPS, staleness_histogram, 3, 1),
 )

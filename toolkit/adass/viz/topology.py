@@ -7,7 +7,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 
-from .style import HEIGHT, WIDTH, human_bytes, last_steps_text, named
+from .style import HEIGHT, NO_EXCHANGE, WIDTH, human_bytes, last_steps_text, named
 
 __all__ = ["held_shards", "link_totals", "node_layout", "server_bytes", "server_ranks", "topology"]
 
@@ -166,7 +166,7 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
         * hv.Labels(_server_labels(server_bytes(traffic), where), ["x", "y"], "text").opts(text_align="left", **text)
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
-           title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else "no exchange: one process",
+           title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else NO_EXCHANGE,
            hooks=[named("adass-topology")])  # fmt: skip
 
 

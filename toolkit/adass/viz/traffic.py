@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import TrafficRecord, columns
-from .style import HEIGHT, WIDTH, byte_ticks, last_steps_text, named
+from .style import HEIGHT, NO_EXCHANGE, WIDTH, byte_ticks, last_steps_text, named
 
 __all__ = ["chunk_bytes", "empty_traffic", "last_steps", "link_names", "traffic_heatmap"]
 
@@ -32,7 +32,12 @@ def last_steps(traffic: pd.DataFrame, steps: int) -> pd.DataFrame:
     return traffic[traffic["step"] >= kept[0]]
 
 
-def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
+def _title(title: str, traffic: pd.DataFrame, world: int | None) -> str:
+    """``title``, unless the run trains in one process (``world`` 0) and so has no traffic to show."""
+    return NO_EXCHANGE if world == 0 and not len(traffic) else title
+
+
+def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200, world: int | None = None) -> hv.HeatMap:
     """Wire bytes per step and link (summed over phases and chunks) for the last ``max_steps`` steps.
 
     Parameters
@@ -41,6 +46,8 @@ def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
         TrafficRecord rows; live runs send every 10th step's detail, so steps may be sparse.
     max_steps : int
         How many of the most recent steps to show.
+    world : int, optional
+        The run's ranks, when known; 0 (it trains in one process) titles the empty view so.
     """
     rows = last_steps(traffic, max_steps)
     if len(rows):
@@ -54,14 +61,15 @@ def traffic_heatmap(traffic: pd.DataFrame, max_steps: int = 200) -> hv.HeatMap:
         width=WIDTH, height=HEIGHT, cmap="viridis", colorbar=True, tools=["hover"], framewise=True,
         colorbar_opts={"formatter": byte_ticks()}, hooks=[named("adass-traffic")],
         clim=(0.0, max(float(np.nan_to_num(frame["wire_bytes"].max())), 1.0)),  # from 0: even cells read well
-        title=f"wire bytes per step and link, {last_steps_text(steps)}",
+        title=_title(f"wire bytes per step and link, {last_steps_text(steps)}", traffic, world),
     )  # fmt: skip
 
 
-def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
+def chunk_bytes(traffic: pd.DataFrame, world: int | None = None) -> hv.Bars:
     """Raw and wire bytes per chunk, averaged over the steps present (what a codec saves, chunk by chunk).
 
-    Grey bars are the raw fp32 size, blue the encoded payload; the legend says which is which.
+    Grey bars are the raw fp32 size, blue the encoded payload; the legend says which is which. A
+    ``world`` of 0 (the run trains in one process) titles the empty view so.
     """
     if len(traffic):
         per_step = traffic.groupby(["step", "chunk"], as_index=False)[["raw_bytes", "wire_bytes"]].sum()
@@ -75,7 +83,7 @@ def chunk_bytes(traffic: pd.DataFrame) -> hv.Bars:
         title = f"bytes per chunk and step (wire/raw {ratio:.2f})"
     else:  # zero bars keep the chunk axis categorical until traffic arrives
         frame = pd.DataFrame({"chunk": ["0", "0"], "kind": ["raw", "wire"], "bytes": [0.0, 0.0]})
-        title = "bytes per chunk and step"
+        title = _title("bytes per chunk and step", traffic, world)
     return hv.Bars(frame, ["chunk", "kind"], hv.Dimension("bytes", label="bytes per step")).opts(
         width=WIDTH, height=HEIGHT, tools=["hover"], framewise=True, title=title, multi_level=False,
         cmap={"raw": "#bbbbbb", "wire": "#4c72b0"}, show_legend=True, yformatter=byte_ticks(),
