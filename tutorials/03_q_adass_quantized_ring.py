@@ -211,11 +211,14 @@ hv.Bars(per_hop, ["stage"], ["wire_bytes", "phase", "hop"]).opts(
 base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1",
                            epochs=EPOCHS, batch_size=BATCH, lr=0.05, workers=2, exchange="ring", codec="fp32")  # fmt: skip
 variants = [("ring", "fp32")] + [(f"ring:strategy={s}", f"qsgd:bits={b}") for s in STRATEGIES for b in TRAIN_BITS]
+# 2 bits with error feedback: the setting the thesis' claim leans on below 4 bits (see the claim below)
+variants += [("ring:strategy=shared_scale", "ef(qsgd:bits=2)")]
 handle = connect(n_workers=2)
 runs, curves = [], []
 for exchange, codec in variants:
     result = train_distributed(base.replace(exchange=exchange, codec=codec), handle=handle)
-    label = "fp32" if codec == "fp32" else f"{codec.split('=')[1]} bits, {exchange.split('=')[1]}"
+    bits = codec.removesuffix(")").split("=")[-1]
+    label = "fp32" if codec == "fp32" else f"{bits} bits, {exchange.split('=')[1]}" + (", ef" if codec.startswith("ef(") else "")
     evals = result.sink.frame(EvalRecord).assign(variant=label)
     curves.append(evals)
     runs.append({"variant": label, "test_acc": result.final.test_acc, "wire_MB": result.totals["wire_bytes"] / 1e6,
@@ -268,6 +271,30 @@ else:
     print("every quantized variant is worse than fp32 by more than the noise")
 
 # %% [markdown]
+# ## Does the claim hold here?
+#
+# The thesis says Q-ADASS quantizes inside the ring "without affecting the accuracy of the final
+# model". Put as numbers (the goals `adass reproduce` checks, with five seeds): 4 bits and more
+# within 0.5 points of fp32, and 2 bits *with error feedback* within 1 point; 2 bits without it
+# is only reported. The verdict below is computed by the same function the report uses, from this
+# notebook's own runs.
+
+# %%
+from adass.reproduce.claim_quantize import tolerance_pts
+from adass.reproduce.verdict import Check, checks_table, verdict
+
+checks = []
+for row in table.iloc[1:].itertuples(index=False):
+    bits, ef = int(row.variant.split()[0]), row.variant.endswith(", ef")
+    tolerance = tolerance_pts(bits, ef)
+    if tolerance is not None:
+        behind = -100 * row.diff_vs_fp32
+        checks.append(Check(row.variant, f"within {tolerance:g} points of fp32", behind <= tolerance,
+                            f"{behind:+.2f} points below fp32"))  # fmt: skip
+print(checks_table(checks).to_string(index=False))
+print(f"Q-ADASS keeps fp32's accuracy: {verdict(checks)} (one seed, {EPOCHS} epochs)")
+
+# %% [markdown]
 # Read the verdicts with the run length in mind. After three quick epochs the codec's rounding is
 # small next to the distance still to go, so a 2-bit run ahead of fp32 by less than the noise has
 # not beaten it: one seed on a thousand test digits cannot separate them. At the full sizes (ten
@@ -279,5 +306,5 @@ else:
 #    fp32 in bytes *and* acceptable in error? And the shared scale?
 # 2. Change the bucket size (`qsgd:bits=4,bucket=64` or `bucket=4096`): smaller buckets cost more
 #    scales on the wire but track the gradient's magnitude more closely. Which wins at 2 bits?
-# 3. Add error feedback, `ef(qsgd:bits=2)`, with `ring:strategy=shared_scale` in the training
-#    loop. Does it close the gap to fp32 at 2 bits?
+# 3. Error feedback ran above at 2 bits with the shared scale. Try it with `ring:strategy=requantize`
+#    and at 1 bit: where does it stop closing the gap to fp32?
