@@ -5,7 +5,9 @@ ahead of the slowest, a shard's state and version survive a checkpoint, bad spec
 from __future__ import annotations
 
 import io
+import math
 import multiprocessing
+from fractions import Fraction
 
 import pandas as pd
 import pytest
@@ -43,16 +45,22 @@ def test_one_worker_runs_asynchronously_as_it_runs_in_lock_step(mode, options):
     assert (ours.sink.frame(StepRecord).staleness == 0).all()
 
 
-def ahead_at_each_push(traffic: pd.DataFrame, servers: list[int]) -> list[int]:
-    """How far the pushing worker was ahead of the slowest when each push reached a server: from the
-    servers' push records, in the order each server received them, epoch by epoch."""
+def ahead_at_each_push(traffic: pd.DataFrame, steps: pd.DataFrame, servers: list[int], batch_size: int) -> list[Fraction]:
+    """How far the pushing worker's clock was ahead of the slowest's when each push reached a server:
+    from the servers' push records, in the order each server received them, epoch by epoch. A
+    worker's clock is its progress through its own share in plan steps (``ps_async.py``): pushes
+    times the epoch's plan steps (its samples over the global batch) over the worker's own steps."""
     gaps = []
+    workers = range(int(traffic.src[traffic.phase == "push"].max()) + 1)
     for server in servers:
         pushes = traffic[(traffic.phase == "push") & (traffic.dst == server)]
-        for _, epoch in pushes.groupby("epoch", sort=True):
-            done = dict.fromkeys(range(int(traffic.src[traffic.phase == "push"].max()) + 1), 0)
-            for src in epoch.src:  # records keep the order of arrival
-                gaps.append(done[src] - min(done.values()))
+        for epoch, arrived in pushes.groupby("epoch", sort=True):
+            plan = math.ceil(steps.samples[steps.epoch == epoch].sum() / batch_size)
+            own = arrived.src.value_counts()  # each worker's steps of the epoch
+            done = dict.fromkeys(workers, 0)
+            for src in arrived.src:  # records keep the order of arrival
+                clocks = {w: Fraction(done[w] * plan, int(own[w])) for w in workers}
+                gaps.append(clocks[src] - min(clocks.values()))
                 done[src] += 1
     return gaps
 
@@ -63,12 +71,17 @@ def test_ssp_never_lets_a_worker_run_more_than_its_bound_ahead(staleness):
     ssp = run(f"ps:servers=2,update=server,mode=ssp,staleness={staleness}", workers, straggler=straggler, epochs=2)
     free = run("ps:servers=2,update=server,mode=async", workers, straggler=straggler, epochs=2)
     servers = [workers, workers + 1]
-    ssp_gaps = ahead_at_each_push(ssp.sink.frame(TrafficRecord), servers)
-    assert len(ssp_gaps) == 2 * len(ssp.sink.frame(StepRecord))  # every step's push, on both servers
+    steps = ssp.sink.frame(StepRecord)
+    ssp_gaps = ahead_at_each_push(ssp.sink.frame(TrafficRecord), steps, servers, 16)
+    assert len(ssp_gaps) == 2 * len(steps)  # every step's push, on both servers
     assert max(ssp_gaps) <= staleness
+    # the second epoch is shared out by throughput: the straggler takes fewer steps than the others
+    second = steps[steps.epoch == 1].groupby("rank").size()
+    assert second[1] < second[0] and second[1] < second[2]
     # the check can fail: without a bound, the fast workers do run further ahead of the straggler
-    assert max(ahead_at_each_push(free.sink.frame(TrafficRecord), servers)) > staleness
-    assert ssp.sink.frame(StepRecord).staleness.max() > 0  # and their gradients meet moved parameters
+    free_steps = free.sink.frame(StepRecord)
+    assert max(ahead_at_each_push(free.sink.frame(TrafficRecord), free_steps, servers, 16)) > staleness
+    assert steps.staleness.max() > 0  # and their gradients meet moved parameters
 
 
 def test_a_servers_replies_are_recorded_at_the_steps_they_answer():
