@@ -5,13 +5,11 @@ ahead of the slowest, a shard's state and version survive a checkpoint, bad spec
 from __future__ import annotations
 
 import io
-import math
 import multiprocessing
-from fractions import Fraction
 
-import pandas as pd
 import pytest
 import torch
+from ssp_clocks import ahead_at_each_push
 
 from adass.codecs.base import Payload
 from adass.config import RunConfig
@@ -43,26 +41,6 @@ def test_one_worker_runs_asynchronously_as_it_runs_in_lock_step(mode, options):
     for a, b in zip(ours.extra["parameters"][0], sync.extra["parameters"][0], strict=True):
         assert torch.equal(a, b)
     assert (ours.sink.frame(StepRecord).staleness == 0).all()
-
-
-def ahead_at_each_push(traffic: pd.DataFrame, steps: pd.DataFrame, servers: list[int], batch_size: int) -> list[Fraction]:
-    """How far the pushing worker's clock was ahead of the slowest's when each push reached a server:
-    from the servers' push records, in the order each server received them, epoch by epoch. A
-    worker's clock is its progress through its own share in plan steps (``ps_async.py``): pushes
-    times the epoch's plan steps (its samples over the global batch) over the worker's own steps."""
-    gaps = []
-    workers = range(int(traffic.src[traffic.phase == "push"].max()) + 1)
-    for server in servers:
-        pushes = traffic[(traffic.phase == "push") & (traffic.dst == server)]
-        for epoch, arrived in pushes.groupby("epoch", sort=True):
-            plan = math.ceil(steps.samples[steps.epoch == epoch].sum() / batch_size)
-            own = arrived.src.value_counts()  # each worker's steps of the epoch
-            done = dict.fromkeys(workers, 0)
-            for src in arrived.src:  # records keep the order of arrival
-                clocks = {w: Fraction(done[w] * plan, int(own[w])) for w in workers}
-                gaps.append(clocks[src] - min(clocks.values()))
-                done[src] += 1
-    return gaps
 
 
 @pytest.mark.parametrize("staleness", [0, 2])
