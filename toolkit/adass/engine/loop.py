@@ -22,7 +22,7 @@ from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
-from .shares import Throughput, steps_for
+from .shares import Throughput
 from .step import (
     backprop_batch,
     evaluate,
@@ -32,7 +32,7 @@ from .step import (
     set_lr,
     write_flat_params,
 )
-from .work import MAX_SHARED_ROWS, EpochWork, share_out
+from .work import MAX_SHARED_ROWS, EpochWork, shared_plan
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
 
@@ -185,13 +185,10 @@ class Engine:
         steps = math.ceil(sum(kept) / batch_size)
         rates = [float(g[1]) for g in gathered] if shares else []
         if rates and min(rates) > 0 and sum(kept):  # every replica measured: share out by throughput
-            targets, received, weights = share_out(self.agreement, s, self.selection, kept, rates)
-            work = EpochWork(s, self.selection, min(mine, targets[self.rank]), received, weights)
-            worker_steps = [steps_for(t, batch_size, self.world) for t in targets]
-            mean_batch = sum(kept) / steps
-            own = worker_steps[self.rank]
-            return EpochPlan(epoch, kept, steps, self.split(targets[self.rank], own, batch_size), [mean_batch] * own,
-                             s.counters.forwards - forwards0, self.agreement_traffic(epoch), worker_steps, work)  # fmt: skip
+            batches, totals, worker_steps, work = shared_plan(self.agreement, s, self.selection, kept, rates,
+                                                              self.split, steps)  # fmt: skip
+            return EpochPlan(epoch, kept, steps, batches, totals, s.counters.forwards - forwards0,
+                             self.agreement_traffic(epoch), worker_steps, work)  # fmt: skip
         splits = [self.split(k, steps, batch_size) for k in kept]
         totals = [sum(part[i].stop - part[i].start for part in splits) for i in range(steps)]
         return EpochPlan(epoch, kept, steps, splits[self.rank], totals, s.counters.forwards - forwards0,

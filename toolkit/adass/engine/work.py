@@ -12,10 +12,11 @@ import torch
 
 from ..sampling import Sampler, Selection
 from .agreement import Agreement
+from .batches import Split
 from .replica import ReplicaState
-from .shares import handovers, proportional_counts
+from .shares import handovers, proportional_counts, steps_for
 
-__all__ = ["EpochWork", "MAX_SHARED_ROWS", "share_out"]
+__all__ = ["EpochWork", "MAX_SHARED_ROWS", "share_out", "shared_plan"]
 
 #: ids travel as float32 in the agreement's gather, exact below 2**24: larger sets keep their own samples
 MAX_SHARED_ROWS = 1 << 24
@@ -42,6 +43,22 @@ def share_out(
         weights.append(part[given + lo : given + hi])
     received = torch.cat(ids).long() if ids else torch.zeros(0, dtype=torch.long)
     return targets, received, torch.cat(weights) if weights else torch.zeros(0)
+
+
+def shared_plan(
+    agreement: Agreement, state: ReplicaState, selection: Selection, kept: Sequence[int], rates: Sequence[float],
+    split: Split, steps: int,
+) -> tuple[list[slice], list[float], list[int], EpochWork]:  # fmt: skip
+    """This replica's part of an epoch shared out by ``rates``: its batches (rows of its work), each
+    step's planned global batch, every replica's steps and its :class:`EpochWork`. ``steps`` are the
+    epoch's plan steps (the global batch over all kept samples)."""
+    rank, batch_size = agreement.rank, state.config.optim.batch_size
+    targets, received, weights = share_out(agreement, state, selection, kept, rates)
+    work = EpochWork(state, selection, min(len(selection), targets[rank]), received, weights)
+    worker_steps = [steps_for(t, batch_size, agreement.world) for t in targets]
+    own = worker_steps[rank]
+    # each push weighs as a part of the epoch's mean global batch: all pushes add up to `steps` steps
+    return split(targets[rank], own, batch_size), [sum(kept) / steps] * own, worker_steps, work
 
 
 class EpochWork:
