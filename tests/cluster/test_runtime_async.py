@@ -38,3 +38,15 @@ def test_ssp_on_dask_keeps_its_bound_with_a_straggler(cluster):
     assert len(gaps) == len(steps) and max(gaps) <= 1 and steps.staleness.max() >= 1
     second = steps[steps.epoch == 1].groupby("rank").size()
     assert second[0] < second[1]  # the straggler's share of the second epoch is the smaller
+
+
+def test_a_resumed_async_run_shares_its_first_epoch_out_by_the_saved_throughput(cluster, tmp_path):
+    config = config_for("ps:servers=1,update=server,mode=async", 2, epochs=1, straggler="0:0.02")
+    train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
+    folder = read_checkpoint(tmp_path).folder
+    rates = [torch.load(folder / f"rank{r}.pt", weights_only=True)["throughput"]["rate"] for r in range(2)]
+    assert 0 < rates[0] < rates[1]  # the straggler measured slower
+    resumed = train_distributed(config.replace(epochs=2), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    steps = resumed.sink.frame(StepRecord)
+    per_rank = steps[steps.epoch == 1].groupby("rank").size()
+    assert per_rank[0] < per_rank[1]  # without the saved estimates the epoch would keep equal shares
