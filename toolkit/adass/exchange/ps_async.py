@@ -82,7 +82,7 @@ class AsyncParameterServer(ParameterServer):
         self.bound = math.inf if mode == "async" else staleness  # steps ahead of the slowest
         self.versions = [0] * self.servers  # a worker's: each shard's version it last pulled
         self.version = 0  # a server's: updates its shard has applied
-        self.plan: tuple[int, list[int]] = (0, [])  # a server's: the epoch's steps and every worker's own
+        self.epoch_steps: tuple[int, list[int]] = (0, [])  # a server's: the epoch's steps and every worker's own
 
     # -- worker ---------------------------------------------------------------------------
     def reduce(
@@ -131,7 +131,7 @@ class AsyncParameterServer(ParameterServer):
         if len(own) != self.workers or min(own) < 1:
             raise ValueError(f"worker_steps={own}: expected {self.workers} counts >= 1")
         self.clock.begin()
-        self.plan = (steps, own)
+        self.epoch_steps = (steps, own)
         pushes = [0] * self.workers  # pushes of this epoch taken from each worker
         waiting: list[tuple[int, int, int, float]] = []  # (worker, its step, staleness, arrival) not replied to
         sends: list[SendHandle] = []
@@ -163,12 +163,12 @@ class AsyncParameterServer(ParameterServer):
     def clocks(self, pushes: Sequence[int]) -> list[Fraction]:
         """Every worker's clock after ``pushes`` pushes of the epoch: its progress through its own
         share in plan steps (exact fractions, so that a bound of k is k)."""
-        steps, own = self.plan
+        steps, own = self.epoch_steps
         return [Fraction(p * steps, n) for p, n in zip(pushes, own, strict=True)]
 
     def _may_go_on(self, worker: int, pushes: Sequence[int]) -> bool:
         """Whether ``worker`` may start its next step after ``pushes`` pushes of every worker."""
-        own = self.plan[1]
+        own = self.epoch_steps[1]
         if pushes[worker] == own[worker]:  # its last push: the epoch ends on every worker's updates
             return pushes == own
         clocks = self.clocks(pushes)
