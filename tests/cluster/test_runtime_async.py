@@ -31,7 +31,7 @@ def test_an_async_server_resumes_from_its_checkpoint_on_dask(cluster, tmp_path):
 
 
 def test_ssp_on_dask_keeps_its_bound_with_a_straggler(cluster):
-    config = config_for("ps:servers=1,update=server,mode=ssp,staleness=1", 2, straggler="0:0.02")
+    config = config_for("ps:servers=1,update=server,mode=ssp,staleness=1", 2, straggler="0:0.05")
     result = train_distributed(config, handle=cluster)
     traffic, steps = result.sink.frame(TrafficRecord), result.sink.frame(StepRecord)
     gaps = ahead_at_each_push(traffic, steps, [2], 16)  # progress clocks, in the order the server received
@@ -41,7 +41,7 @@ def test_ssp_on_dask_keeps_its_bound_with_a_straggler(cluster):
 
 
 def test_a_resumed_async_run_shares_its_first_epoch_out_by_the_saved_throughput(cluster, tmp_path):
-    config = config_for("ps:servers=1,update=server,mode=async", 2, epochs=1, straggler="0:0.02")
+    config = config_for("ps:servers=1,update=server,mode=async", 2, epochs=1, straggler="0:0.05")
     train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
     folder = read_checkpoint(tmp_path).folder
     rates = [torch.load(folder / f"rank{r}.pt", weights_only=True)["throughput"]["rate"] for r in range(2)]

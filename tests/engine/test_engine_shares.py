@@ -25,8 +25,10 @@ ASYNC = "ps:servers=1,update=server,mode=async"
 
 
 def config_for(exchange: str, workers: int, **options) -> RunConfig:
+    # replica 1 sleeps 50 ms a step, many times a step of this model even on a loaded host, so it
+    # measures slower whatever else runs
     flat = dict(data=DATA, model="mlp:hidden=8", sampler="full", epochs=3, batch_size=16, lr=0.1, momentum=0.9,
-                workers=workers, codec="fp32", seed=3, exchange=exchange, straggler="1:0.02")  # fmt: skip
+                workers=workers, codec="fp32", seed=3, exchange=exchange, straggler="1:0.05")  # fmt: skip
     return RunConfig.from_flat(**{**flat, **options})
 
 

@@ -45,7 +45,7 @@ def test_one_worker_runs_asynchronously_as_it_runs_in_lock_step(mode, options):
 
 @pytest.mark.parametrize("staleness", [0, 2])
 def test_ssp_never_lets_a_worker_run_more_than_its_bound_ahead(staleness):
-    workers, straggler = 3, "1:0.02"  # replica 1 sleeps in every step: the others would run ahead
+    workers, straggler = 3, "1:0.05"  # replica 1 sleeps in every step: the others would run ahead
     ssp = run(f"ps:servers=2,update=server,mode=ssp,staleness={staleness}", workers, straggler=straggler, epochs=2)
     free = run("ps:servers=2,update=server,mode=async", workers, straggler=straggler, epochs=2)
     servers = [workers, workers + 1]
