@@ -83,13 +83,15 @@ class Replica(_Member):
 
         def work() -> dict[str, int]:
             self.plan = self.engine.plan(epoch)
-            return {"kept": self.plan.kept[self.rank], "steps": self.plan.steps}
+            return {"kept": self.plan.kept[self.rank], "steps": self.plan.steps,
+                    "worker_steps": self.plan.worker_steps}  # fmt: skip
 
         return await asyncio.to_thread(work)
 
-    async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
-        """Run the epoch planned by ``select`` (``steps`` of them); live rows go out as Dask events."""
-        live = LiveBatches(self.relay.send, steps)
+    async def run_epoch(self, epoch: int, steps: int, worker_steps: list[int] | None = None) -> dict[str, Any]:
+        """Run the epoch planned by ``select`` (``steps`` of them, or this replica's own where
+        ``worker_steps`` are given); live rows go out as Dask events."""
+        live = LiveBatches(self.relay.send, self.plan.steps_of(self.rank))
         report = await asyncio.to_thread(self.engine.run_epoch, self.plan, live)
         return asdict(report)
 
@@ -156,10 +158,10 @@ class Server(_Member):
 
         await asyncio.to_thread(work)
 
-    async def run_epoch(self, epoch: int, steps: int) -> dict[str, Any]:
+    async def run_epoch(self, epoch: int, steps: int, worker_steps: list[int] | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
-            traffic = [asdict(r) for r in self.exchange.serve_epoch(steps)]
+            traffic = [asdict(r) for r in self.exchange.serve_epoch(steps, worker_steps or ())]
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)

@@ -104,8 +104,8 @@ class _Run:
     def epoch(self, epoch: int) -> tuple[list[dict], list[dict], float]:
         start = time.perf_counter()
         chosen = self.wait([a.select(epoch) for a in self.actors], f"epoch {epoch} (selection)")
-        steps = chosen[0]["steps"]
-        jobs = [m.run_epoch(epoch, steps) for m in self.actors + self.servers]
+        steps, worker_steps = chosen[0]["steps"], chosen[0]["worker_steps"]
+        jobs = [m.run_epoch(epoch, steps, worker_steps) for m in self.actors + self.servers]
         reports = self.wait(jobs, f"epoch {epoch}")
         return reports[: self.replicas_n], reports[self.replicas_n :], time.perf_counter() - start
 

@@ -22,6 +22,7 @@ from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .replica import ReplicaState
+from .shares import Throughput
 from .step import (
     backprop_batch,
     evaluate,
@@ -31,6 +32,7 @@ from .step import (
     set_lr,
     write_flat_params,
 )
+from .work import MAX_SHARED_ROWS, EpochWork, shared_plan
 
 __all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
 
@@ -54,22 +56,35 @@ class EpochPlan:
     steps : int
         Steps of the epoch: as many as one process takes with the global batch over all kept samples.
     batches : list of slice
-        This replica's local batch of every step, in its selection.
-    totals : list of int
-        Every step's planned global batch (the sum of all replicas' local batches).
+        This replica's local batch of every step, in its selection (in its :class:`EpochWork`'s rows
+        where the epoch is shared out).
+    totals : list of float
+        Every step's planned global batch (the sum of all replicas' local batches; where the epoch is
+        shared out, the mean global batch, so that a replica's pushes add up to its share).
     refreshed : int
         Samples this replica passed forward before selecting (counted as forwards of the epoch).
     traffic : list of dict
         What planning sent to the other replicas, as TrafficRecord fields (phase ``agree``).
+    worker_steps : list of int
+        Every replica's steps, in rank order, where the epoch is shared out by throughput (replicas
+        then take different numbers of steps); empty where every replica takes ``steps``.
+    work : EpochWork or None
+        This replica's rows to train on where the epoch is shared out.
     """
 
     epoch: int
     kept: list[int]
     steps: int
     batches: list[slice]
-    totals: list[int]
+    totals: list[float]
     refreshed: int = 0
     traffic: list[dict] = field(default_factory=list)
+    worker_steps: list[int] = field(default_factory=list)
+    work: EpochWork | None = None
+
+    def steps_of(self, rank: int) -> int:
+        """How many steps replica ``rank`` takes in this epoch."""
+        return self.worker_steps[rank] if self.worker_steps else self.steps
 
 
 @dataclass
@@ -88,6 +103,7 @@ class EpochReport:
     traffic: list[dict] = field(default_factory=list)
     selection: dict[str, list] = field(default_factory=dict)
     skipped: int = 0  # steps skipped everywhere for a non-finite loss or gradient
+    busy_s: float = 0.0  # step time less the time the servers held this replica back
 
 
 class Engine:
@@ -120,7 +136,10 @@ class Engine:
     exchange (``ps:mode=async|ssp``, not :attr:`Exchange.lockstep`) takes no per-step collective:
     each replica pushes its share of the step's planned global batch (``used / planned``; with a
     two-pass sampler the samples it visited but did not backpropagate count as zero gradients) and
-    always writes back what it pulls, which the others' pushes have moved meanwhile.
+    always writes back what it pulls, which the others' pushes have moved meanwhile. There, from
+    the second epoch on, the kept samples are shared out in proportion to every replica's measured
+    throughput (:mod:`adass.engine.shares`), so a slow replica takes fewer steps instead of holding
+    the epoch back.
     """
 
     def __init__(
@@ -141,6 +160,7 @@ class Engine:
         if state.config.cluster.threads:  # pinned, so that wall times of runs and policies compare
             torch.set_num_threads(state.config.cluster.threads)
         self.nonfinite_in_row = self.nonfinite_steps = 0  # steps skipped for a non-finite loss or gradient
+        self.throughput = Throughput()
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -157,13 +177,32 @@ class Engine:
         # dropped samples above kept ones in the epoch's records
         self.selection_bounds = s.sampler.bounds().double()
         mine = len(self.selection)
-        kept = [int(k) for k in torch.cat(self.agreement.gather(torch.tensor([float(mine)])))]
+        shares = self.shares_by_throughput()
+        posted = [float(mine), self.throughput.rate] if shares else [float(mine)]
+        gathered = self.agreement.gather(torch.tensor(posted))
+        kept = [int(g[0]) for g in gathered]
         batch_size = s.config.optim.batch_size
         steps = math.ceil(sum(kept) / batch_size)
+        rates = [float(g[1]) for g in gathered] if shares else []
+        if rates and min(rates) > 0 and sum(kept):  # every replica measured: share out by throughput
+            batches, totals, worker_steps, work = shared_plan(self.agreement, s, self.selection, kept, rates,
+                                                              self.split, steps)  # fmt: skip
+            return EpochPlan(epoch, kept, steps, batches, totals, s.counters.forwards - forwards0,
+                             self.agreement_traffic(epoch), worker_steps, work)  # fmt: skip
         splits = [self.split(k, steps, batch_size) for k in kept]
         totals = [sum(part[i].stop - part[i].start for part in splits) for i in range(steps)]
         return EpochPlan(epoch, kept, steps, splits[self.rank], totals, s.counters.forwards - forwards0,
                          self.agreement_traffic(epoch))  # fmt: skip
+
+    def shares_by_throughput(self) -> bool:
+        """Whether the epoch's kept samples are shared out by throughput: several replicas on an
+        asynchronous exchange (lock-step ones keep equal shares), a one-pass sampler (a two-pass one
+        decides per batch from its own shard's history) and a training set whose row ids travel
+        exactly in the agreement's float32 gather."""
+        return (
+            self.world > 1 and self.exchange is not None and not self.exchange.lockstep
+            and not self.state.sampler.two_pass and int(self.state.y_all.shape[0]) < MAX_SHARED_ROWS
+        )  # fmt: skip
 
     def agreement_traffic(self, epoch: int) -> list[dict[str, Any]]:
         """The bytes the agreement sent since it was last asked: one ``agree`` row per peer."""
@@ -203,10 +242,12 @@ class Engine:
         refresh = self.selection.refresh
         if refresh is not None and refresh.numel():
             refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
+        work = plan.work
+        order, weights = (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
         for part, total in zip(plan.batches, plan.totals, strict=True):
-            row, traffic = self.step(
-                plan.epoch, self.selection.indices[part], self.selection.weights[part], total
-            )
+            began = time.perf_counter()
+            row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
+            report.busy_s += time.perf_counter() - began - (self.exchange.held_s if self.exchange else 0.0)
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
             report.losses.append(row["loss"])
@@ -216,7 +257,10 @@ class Engine:
                 on_step(row, traffic)
             if stop is not None and self.world == 1 and stop():
                 break
+        if work is not None:  # the owners hear the losses of the samples they handed over
+            work.give_back(self.agreement)
         s.sampler.settle()  # the epoch's selection bookkeeping, inside the epoch's time
+        self.throughput.update(report.samples, report.busy_s)
         report.traffic += self.agreement_traffic(plan.epoch)  # two-pass samplers' per-step counts
         report.train_s = time.perf_counter() - start
         report.backprops = s.counters.backprops - backprops0
@@ -227,18 +271,20 @@ class Engine:
         return report
 
     def step(
-        self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, planned: int
+        self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, planned: float, work: EpochWork | None = None
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """One step on the local batch ``idx`` (in lock-step with the other replicas unless the
         exchange is asynchronous); returns its row and traffic rows.
 
         ``planned`` is the step's global batch from the plan; it is the global sample count unless
-        a two-pass sampler backpropagates fewer samples than it visits.
+        a two-pass sampler backpropagates fewer samples than it visits. ``idx`` are rows of
+        ``work`` where the epoch is shared out, of the replica's shard otherwise.
         """
         s = self.state
+        x, y, scores = (s.x, s.y, s.sampler) if work is None else (work.x, work.y, work)
         t0 = time.perf_counter()
         self.straggler.wait(self.rank, s.step, self.world)  # a slowed replica's extra time counts as compute
-        loss, used = backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, s.counters)
+        loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters)
         t1 = time.perf_counter()
         lockstep = self.exchange is None or self.exchange.lockstep
         spreads = self._spreads_nonfinite()
@@ -356,10 +402,13 @@ class Engine:
 
     # -- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return self.state.state_dict(self.exchange)
+        """The replica's state (see :meth:`ReplicaState.state_dict`) and its throughput estimate."""
+        return {**self.state.state_dict(self.exchange), "throughput": self.throughput.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state.load_state_dict(state, self.exchange)
+        if "throughput" in state:  # a checkpoint from before shares (or a resharded one) measures anew
+            self.throughput.load_state_dict(state["throughput"])
 
 
 def _finite(loss: float, grad: torch.Tensor) -> bool:

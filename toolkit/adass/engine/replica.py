@@ -46,6 +46,9 @@ class ReplicaState:
         o = config.optim
         self.config, self.indices = config, indices
         self.x, self.y = dataset.x_train[indices], dataset.y_train[indices]
+        # the whole training set (no copy): where an epoch's work is shared out by throughput, a
+        # replica trains on samples handed over from another's shard (``engine/work.py``)
+        self.x_all, self.y_all = dataset.x_train, dataset.y_train
         self.x_test, self.y_test = dataset.x_test, dataset.y_test
         self.model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
         self.sampler = build_sampler(

@@ -107,7 +107,8 @@ def reshard_states(
         raise ValueError(f"{len(states)} replica states for {len(old)} shards")
     out = []
     for rank, shard in enumerate(new):
-        state = {k: v for k, v in states[0].items() if k != "exchange"}
+        # a replica's throughput estimate belongs to its rank in the old world: measured anew
+        state = {k: v for k, v in states[0].items() if k not in ("exchange", "throughput")}
         held = states[rank].get("exchange", {}).get("shard") if rank < len(states) else None
         if held is not None:
             state["exchange"] = {"shard": held}

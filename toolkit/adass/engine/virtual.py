@@ -127,7 +127,8 @@ def simulate_run(
             if rank < world:
                 return vars(engines[rank].run_epoch(plans[rank]))
             exchanges[rank].epoch = plans[0].epoch
-            return {"traffic": [vars(r) for r in exchanges[rank].serve_epoch(plans[0].steps)]}
+            served = exchanges[rank].serve_epoch(plans[0].steps, plans[0].worker_steps)
+            return {"traffic": [vars(r) for r in served]}
 
         reports = on_threads(world + servers, work, aborts)
         traffic = [row for r in reports for row in r["traffic"]]

@@ -5,7 +5,7 @@ check that an exchange and a codec can work together before anything runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -69,6 +69,9 @@ class Exchange(ABC):
     staleness : int
         Of the last ``reduce``: how many updates the servers had applied between the parameters
         the gradient was computed on and the update it went into (0 in lock-step).
+    held_s : float
+        Of the last ``reduce``: seconds the servers held their reply back under their consistency
+        model (the longest over shards; 0 in lock-step), which a worker's throughput leaves out.
     """
 
     name = "exchange"
@@ -76,6 +79,7 @@ class Exchange(ABC):
     spreads_nonfinite: bool = False
     lockstep: bool = True
     staleness: int = 0
+    held_s: float = 0.0
 
     def __init__(
         self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0
@@ -186,9 +190,10 @@ class Exchange(ABC):
         """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
         raise RuntimeError(f"exchange {self.name!r} has no server ranks")
 
-    def serve_epoch(self, steps: int) -> list[TrafficRecord]:
+    def serve_epoch(self, steps: int, worker_steps: Sequence[int] = ()) -> list[TrafficRecord]:
         """An epoch of ``steps`` steps per worker on a rank that is not a worker; returns what the
-        rank received. Lock-step exchanges serve one step at a time; asynchronous ones override it.
+        rank received. Lock-step exchanges serve one step at a time; asynchronous ones override it
+        (there ``worker_steps``, where given, are every worker's own steps, see ``ps_async.py``).
         """
         traffic = []
         for _ in range(steps):

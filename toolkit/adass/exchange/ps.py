@@ -79,7 +79,7 @@ def _built_modes() -> list[str]:
     mode=Param("sync", "consistency model: sync (every step waits for all workers), async (each push "
                "applied as it comes), ssp (async, no worker more than `staleness` steps ahead); "
                "async and ssp need update=server", choices=MODES),
-    staleness=Param(0, "steps a worker may run ahead of the slowest (mode=ssp)", low=0, high=1024),
+    staleness=Param(0, "plan steps a worker's progress may run ahead of the slowest's (mode=ssp)", low=0, high=1024),
     colocated=Param(False, "server shard s runs in worker s's process (servers <= workers): no extra "
                     "ranks or Dask workers"),
 )

@@ -12,11 +12,21 @@ carries the worker's step, at which the reply is recorded (the traffic views win
 Epochs: the replies to the last push of an epoch wait for every worker's pushes of the epoch, so the
 epoch ends on one model everywhere, and sample selection (with distributed ADASS's one global budget
 per epoch) goes on as in lock-step. Within an epoch workers run no collective of their own.
+
+Clocks: where the epoch is shared out by throughput (``adass.engine.shares``), workers take different
+numbers of steps, and counting pushes would hold a fast worker, whose share has more steps, behind a
+slow one for no reason. A worker's clock is therefore its progress through its own share, in steps
+of the epoch's plan: ``pushes * steps / own_steps`` (its push count where every worker takes the
+epoch's ``steps``). SSP lets a worker go on while its clock is at most ``k`` ahead of the lowest clock:
+no worker is more than ``k`` plan steps (``k / steps`` of the epoch) ahead of the slowest.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -72,6 +82,7 @@ class AsyncParameterServer(ParameterServer):
         self.bound = math.inf if mode == "async" else staleness  # steps ahead of the slowest
         self.versions = [0] * self.servers  # a worker's: each shard's version it last pulled
         self.version = 0  # a server's: updates its shard has applied
+        self.epoch_steps: tuple[int, list[int]] = (0, [])  # a server's: the epoch's steps and every worker's own
 
     # -- worker ---------------------------------------------------------------------------
     def reduce(
@@ -79,7 +90,7 @@ class AsyncParameterServer(ParameterServer):
     ) -> torch.Tensor:
         """Push this worker's gradient at its ``count`` share of the global batch; return the
         parameters the shards replied with (see :meth:`ParameterServer.reduce`)."""
-        self.staleness = 0
+        self.staleness, self.held_s = 0, 0.0
         return super().reduce(flat_grad, count, out)
 
     def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:
@@ -87,9 +98,10 @@ class AsyncParameterServer(ParameterServer):
         return _tagged(with_count(push, weight), version=self.versions[shard], step=self.step)
 
     def _take_pull(self, shard: int, payload: Payload) -> Payload:
-        reply, (version, staleness) = _untagged(payload, "version", "staleness")
+        reply, (version, staleness, held_us) = _untagged(payload, "version", "staleness", "held_us")
         self.versions[shard] = version
         self.staleness = max(self.staleness, staleness)
+        self.held_s = max(self.held_s, held_us / 1e6)
         return reply
 
     # -- server ---------------------------------------------------------------------------
@@ -100,24 +112,36 @@ class AsyncParameterServer(ParameterServer):
     def _mode(self) -> str:
         return "async" if self.bound == math.inf else "ssp"
 
-    def serve_epoch(self, steps: int) -> list[TrafficRecord]:
-        """Take the epoch's ``steps`` pushes of every worker as they come: apply each, and reply to
-        each worker once the consistency model lets it go on. Returns what this rank received.
+    def serve_epoch(self, steps: int, worker_steps: Sequence[int] = ()) -> list[TrafficRecord]:
+        """Take every worker's pushes of the epoch as they come: apply each, and reply to each worker
+        once the consistency model lets it go on. Returns what this rank received.
+
+        Parameters
+        ----------
+        steps : int
+            The epoch's steps in its plan: every worker's pushes unless ``worker_steps`` says otherwise.
+        worker_steps : sequence of int, optional
+            Every worker's own steps (rank order), where the epoch is shared out by throughput.
         """
         if not self.is_server:
             raise RuntimeError(f"rank {self.rank} is a worker; call reduce() there")
         if self.shard_update is None:
             raise RuntimeError(f"server rank {self.rank}: mode={self._mode}, but own() gave it no parameters")
+        own = list(worker_steps) or [steps] * self.workers
+        if len(own) != self.workers or min(own) < 1:
+            raise ValueError(f"worker_steps={own}: expected {self.workers} counts >= 1")
         self.clock.begin()
-        clocks = [0] * self.workers  # pushes of this epoch taken from each worker
-        waiting: list[tuple[int, int, int]] = []  # (worker, its step, its push's staleness) not replied to
+        self.epoch_steps = (steps, own)
+        pushes = [0] * self.workers  # pushes of this epoch taken from each worker
+        waiting: list[tuple[int, int, int, float]] = []  # (worker, its step, staleness, arrival) not replied to
         sends: list[SendHandle] = []
-        for _ in range(steps * self.workers):
+        for _ in range(sum(own)):
             src, payload = self.transport.recv_any(range(self.workers))
-            clocks[src] += 1
-            waiting.append((src, *self._apply(payload)))
+            arrived = time.perf_counter()
+            pushes[src] += 1
+            waiting.append((src, *self._apply(payload), arrived))
             self.step += 1
-            waiting = self._release(waiting, clocks, steps, sends)
+            waiting = self._release(waiting, pushes, sends)
         for h in sends:
             h.wait()
         self.clock.end()
@@ -136,28 +160,37 @@ class AsyncParameterServer(ParameterServer):
             self.version += 1
         return step, staleness
 
-    def _may_go_on(self, clock: int, slowest: int, steps: int) -> bool:
-        """Whether a worker that has pushed ``clock`` steps of the epoch may start its next step."""
-        if clock == steps:  # the epoch's last push: the epoch ends on every worker's updates
-            return slowest == steps
-        return clock - slowest <= self.bound
+    def clocks(self, pushes: Sequence[int]) -> list[Fraction]:
+        """Every worker's clock after ``pushes`` pushes of the epoch: its progress through its own
+        share in plan steps (exact fractions, so that a bound of k is k)."""
+        steps, own = self.epoch_steps
+        return [Fraction(p * steps, n) for p, n in zip(pushes, own, strict=True)]
+
+    def _may_go_on(self, worker: int, pushes: Sequence[int]) -> bool:
+        """Whether ``worker`` may start its next step after ``pushes`` pushes of every worker."""
+        own = self.epoch_steps[1]
+        if pushes[worker] == own[worker]:  # its last push: the epoch ends on every worker's updates
+            return pushes == own
+        clocks = self.clocks(pushes)
+        return clocks[worker] - min(clocks) <= self.bound
 
     def _release(
-        self, waiting: list[tuple[int, int, int]], clocks: list[int], steps: int, sends: list[SendHandle]
-    ) -> list[tuple[int, int, int]]:
+        self, waiting: list[tuple[int, int, int, float]], pushes: list[int], sends: list[SendHandle]
+    ) -> list[tuple[int, int, int, float]]:
         """Reply with the shard's current parameters to every waiting worker that may go on; return
         those that must wait on."""
-        slowest, held, reply = min(clocks), [], None
+        held, reply = [], None
         shard = self.rank - self.workers
-        for worker, step, staleness in waiting:
-            if not self._may_go_on(clocks[worker], slowest, steps):
-                held.append((worker, step, staleness))
+        for worker, step, staleness, arrived in waiting:
+            if not self._may_go_on(worker, pushes):
+                held.append((worker, step, staleness, arrived))
                 continue
             if reply is None:  # encoded once for everyone released together: the same parameters
                 params = self.shard_update(None, self.epoch)
                 with self.clock.encoding:
                     reply = self.pull_codec.encode(params, self._pull_key(shard)) if params.numel() else _EMPTY
-            tagged = _tagged(reply, version=self.version, staleness=staleness)
+            held_us = round(1e6 * (time.perf_counter() - arrived))  # what the worker waits on the bound
+            tagged = _tagged(reply, version=self.version, staleness=staleness, held_us=held_us)
             meta = Transfer("pull", 0, shard, step, self.epoch)  # recorded at the step it answers
             sends.append(self.transport.isend(worker, tagged, meta))
         return held
