@@ -22,10 +22,10 @@ def _bases(plan: Plan) -> dict[str, RunConfig]:
             for name, options in plan.grids.items()}  # fmt: skip
 
 
-def count_grid(plan: Plan, arms: Sequence[Arm], family: str = "") -> int:
-    """Runs of the grid: the arms this build accepts and fp32, every seed, every setting."""
-    return sum((len(split_available(base, arms, plan.grid_workers, family)[0]) + 1) * plan.seeds
-               for base in _bases(plan).values())  # fmt: skip
+def count_grid(plan: Plan, arms: Sequence[Arm], family: str = "") -> dict[str, int]:
+    """Runs of the grid on each setting: the arms this build accepts and fp32, every seed."""
+    return {name: (len(split_available(base, arms, plan.grid_workers, family)[0]) + 1) * plan.seeds
+            for name, base in _bases(plan).items()}  # fmt: skip
 
 
 def measure_grid(plan: Plan, arms: Sequence[Arm], name: str, runner: Runner,

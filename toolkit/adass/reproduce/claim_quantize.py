@@ -38,8 +38,8 @@ def arms(plan: Plan) -> list[Arm]:
     ]  # fmt: skip
 
 
-def count(plan: Plan) -> int:
-    """Runs of this claim's grid."""
+def count(plan: Plan) -> dict[str, int]:
+    """Runs of this claim's grid on each data set."""
     return count_grid(plan, arms(plan))
 
 

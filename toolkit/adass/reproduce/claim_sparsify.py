@@ -39,8 +39,8 @@ def arms(plan: Plan) -> list[Arm]:
             for ratio in plan.rs_ratios for label, exchange, template in plan.rs_arms]  # fmt: skip
 
 
-def count(plan: Plan) -> int:
-    """Runs of this claim's grid."""
+def count(plan: Plan) -> dict[str, int]:
+    """Runs of this claim's grid on each data set."""
     return count_grid(plan, arms(plan), family="technique")
 
 

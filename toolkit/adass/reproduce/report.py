@@ -31,8 +31,8 @@ from .store import RUNS, RunStore
 __all__ = ["CLAIMS", "REPORT", "environment", "reproduce"]
 
 REPORT = "report.md"
-#: the claims in the thesis's order: each module's ``count(plan)`` says how many runs it has and
-#: ``run(plan, out, runner)`` runs them and returns its section
+#: the claims in the thesis's order: each module's ``count(plan)`` says how many runs each of its
+#: parts has and ``run(plan, out, runner)`` runs them and returns its section
 CLAIMS = [claim_dml, claim_quantize, claim_sparsify]
 
 
@@ -92,9 +92,16 @@ def _move_into(staging: Path, out: Path) -> None:
 
 
 def run_counts(plan: Plan) -> str:
-    """The number of runs of each claim, as printed before any starts."""
-    parts = [f"claim {i}: {claim.count(plan)}" for i, claim in enumerate(CLAIMS, 1)]
-    return f"runs of plan {plan.name!r}: " + ", ".join(parts)
+    """The number of runs of each claim and its parts, as printed before any starts.
+
+    Claims 2 and 3 count the same fp32 runs; claim 3 reuses claim 2's.
+    """
+    parts = []
+    for number, claim in enumerate(CLAIMS, 1):
+        counts = claim.count(plan)
+        detail = f" ({', '.join(f'{k} {v}' for k, v in counts.items())})" if len(counts) > 1 else ""
+        parts.append(f"claim {number}: {sum(counts.values())}{detail}")
+    return f"runs of plan {plan.name!r}: " + "; ".join(parts)
 
 
 def reproduce(plan: Plan, out: Path, argv: Sequence[str], quiet: bool = False, jobs: int = 1,
