@@ -111,7 +111,8 @@ def test_jobs_2_equals_jobs_1(tmp_path, monkeypatch):
     for stem, frame in _accuracy(two).items():
         pd.testing.assert_frame_equal(frame, _accuracy(one)[stem], obj=stem)
     report_one, report_two = (one / "report.md").read_text(), (two / "report.md").read_text()
-    assert VERDICT.findall(report_two) == VERDICT.findall(report_one)
+    # claims 2 and 3 judge accuracies and bytes; claim 1 also judges timings of real processes
+    assert VERDICT.findall(report_two)[1:] == VERDICT.findall(report_one)[1:]
     assert "2 job(s)" in report_two and "1 job(s)" in report_one
 
 

@@ -3,14 +3,16 @@
 A task is a module-level function and its arguments (so a spawned worker can import it); it returns a
 :class:`Done`. Tasks carry their seeds in their arguments and every run pins one torch thread, so the
 results are the same in any process and any order; they come back in the order the tasks were given.
-Workers are started with ``spawn`` (no forked torch or Dask state), once per invocation.
+Workers are started with ``spawn`` (no forked torch or Dask state), once per invocation, and ignore
+Ctrl-C: this process takes it and stops them at once (their finished runs are in the store already).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.pool
+import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +56,15 @@ class Task:
     args: tuple = ()
 
 
+def _ignore_interrupt() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _call(item: tuple[int, Callable[..., Done], tuple]) -> tuple[int, Done]:
+    index, fn, args = item
+    return index, fn(*args)
+
+
 class Runner:
     """Runs tasks with ``jobs`` processes and holds the store they read and write.
 
@@ -69,19 +80,25 @@ class Runner:
 
     def __init__(self, store: RunStore, jobs: int = 1, quiet: bool = False) -> None:
         self.store, self.jobs, self.quiet = store, jobs, quiet
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: multiprocessing.pool.Pool | None = None
 
     def __enter__(self) -> Runner:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(stop=kind is not None)
 
-    def close(self) -> None:
-        """Stop the workers; tasks not yet started are dropped (their runs are not in the store)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+    def close(self, stop: bool = False) -> None:
+        """Let the workers finish and exit, or with ``stop`` end them at once (Ctrl-C, a failed run):
+        their unfinished runs are not in the store and run next time."""
+        if self._pool is None:
+            return
+        if stop:
+            self._pool.terminate()
+        else:
+            self._pool.close()
+        self._pool.join()
+        self._pool = None
 
     def progress(self, name: str, total: int) -> Progress:
         return Progress(name, total, self.quiet)
@@ -96,15 +113,11 @@ class Runner:
                 values.append(done.value)
             return values
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
-        futures: dict[Future, int] = {self._pool.submit(t.fn, *t.args): i for i, t in enumerate(tasks)}
+            self._pool = multiprocessing.get_context("spawn").Pool(self.jobs, initializer=_ignore_interrupt)
         values: list[Any] = [None] * len(tasks)
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                i = futures[future]
-                done = future.result()  # a failed run fails the invocation, as it would with --jobs 1
-                progress(tasks[i].label, done.numbers, done.seconds, runs=done.runs, reused=done.reused)
-                values[i] = done.value
+        items = [(i, t.fn, t.args) for i, t in enumerate(tasks)]
+        # a failed run raises here and fails the invocation, as it would with --jobs 1
+        for i, done in self._pool.imap_unordered(_call, items):
+            progress(tasks[i].label, done.numbers, done.seconds, runs=done.runs, reused=done.reused)
+            values[i] = done.value
         return values
