@@ -1,5 +1,5 @@
-"""``adass reproduce`` resumes from the finished runs under ``--out/runs``, and ``--jobs N`` gives the same
-numbers as one process."""
+"""``adass reproduce`` resumes from the finished runs under ``--out/runs``, ``--jobs N`` gives the same
+numbers as one process, and grids on several data sets report each one."""
 
 import dataclasses
 import json
@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from adass.cli import main
-from adass.reproduce import TINY
+from adass.reproduce import TINY, claim_quantize
+from adass.reproduce.parallel import Runner
 from adass.reproduce.plan import PLANS, SIZES_ENV
 from adass.reproduce.store import RUNS, RunStore
 
@@ -123,3 +124,19 @@ def test_bad_jobs_is_one_line(tmp_path, monkeypatch, capsys, jobs):
     err = capsys.readouterr().err.strip()
     assert err.startswith("adass reproduce: error: --jobs:") and "\n" not in err and jobs in err
     assert not (tmp_path / "r").exists()
+
+
+def test_grids_on_two_data_sets_give_a_table_plots_and_verdict_for_each(tmp_path):
+    other = {**TINY.setting, "data": "synthetic:n=200,d=5,classes=2,test=60"}
+    plan = dataclasses.replace(TINY, grid_settings={"a": TINY.setting, "b": other}, q_bits=[8])
+    (tmp_path / "plots").mkdir()
+    with Runner(RunStore(tmp_path / RUNS, plan.name), quiet=True) as runner:
+        section = claim_quantize.run(plan, tmp_path, runner)
+    table = section.tables["summary"]
+    assert list(table["setting"]) == ["a"] * 3 + ["b"] * 3  # fp32 and two arms on each
+    assert sorted(section.plots) == ["quantize_accuracy_a.png", "quantize_accuracy_b.png",
+                                     "quantize_step_1gbit_a.png", "quantize_step_1gbit_b.png"]  # fmt: skip
+    assert all((tmp_path / "plots" / name).exists() for name in section.plots)
+    assert {c.setting for c in section.checks} == {"a", "b"}
+    lines = [line for line in section.markdown(2) if line.startswith("**Verdict")]
+    assert [line.split(":")[0] for line in lines] == ["**Verdict, claim 2, a", "**Verdict, claim 2, b"]
