@@ -99,3 +99,22 @@ def test_an_interrupted_run_keeps_finished_runs_and_writes_no_report(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
     assert sorted(p.name for p in out.iterdir()) == ["runs"]  # no report, half-written or whole
     assert len(list((out / "runs" / "dml_samplers").glob("*.json"))) == 6
+
+
+def test_an_interrupt_stops_the_worker_processes_of_jobs(tmp_path):
+    out = tmp_path / "report"
+    env = {**os.environ, SIZES_ENV: TINY.name}
+    argv = [sys.executable, "-m", "adass.cli", "reproduce", "--quick", "--jobs", "2", "--out", str(out)]
+    # its own process group, as a terminal's Ctrl-C reaches the command and its workers together
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        for line in proc.stderr:  # claim 2's grid runs on the workers
+            if line.startswith("[claim 2] 1/"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.communicate(timeout=90)[1]  # workers that kept running would hold it past this
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "finished runs are kept under --out/runs" in rest
+    assert not (out / "report.md").exists() and len(list((out / "runs" / "grid").glob("*.json"))) >= 1
