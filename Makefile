@@ -32,9 +32,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out
 
-# the full run behind docs/results.md (hours on a small machine; `adass reproduce --quick` for a smoke run)
+# the full run behind docs/results.md (hours on a small machine; `adass reproduce --quick` for a smoke run).
+# Finished runs are kept under reproduce-out/runs: running it again (after Ctrl-C, say) resumes where it
+# stopped; `make reproduce JOBS=8` spreads the independent runs over 8 processes; rm -rf reproduce-out
+# (or --overwrite) starts afresh
+JOBS ?= 1
 reproduce: $(STAMP)
-	$(BIN)/adass reproduce --out reproduce-out --overwrite
+	$(BIN)/adass reproduce --out reproduce-out --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out

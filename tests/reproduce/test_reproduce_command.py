@@ -1,4 +1,5 @@
-"""``adass reproduce`` end to end on the test plan (``ADASS_REPRODUCE_SIZES=tiny``), and its input errors."""
+"""``adass reproduce`` end to end on the test plan (``ADASS_REPRODUCE_SIZES=tiny``), and its input errors
+(resuming and ``--jobs``: test_resume.py)."""
 
 import os
 import re
@@ -53,16 +54,10 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
     printed = capsys.readouterr()
     assert printed.out.count("claim ") == 3 and "report.md" in printed.out
-    # one progress line per run: [claim] k/n arm
+    # the run counts first, then one progress line per finished task: [claim] k/n label
+    assert printed.err.startswith("runs of plan 'tiny': claim 1: 14 (samplers 6, processes 4, simulated 4); claim 2: 5; claim 3: 9")
     for claim in ("claim 1, samplers", "claim 1, processes", "claim 1, simulated", "claim 2", "claim 3"):
-        assert re.search(rf"^\[{claim}\] 1/\d+ ", printed.err, re.M)
-
-    # the same folder again: refused without --overwrite, nothing touched
-    before = (out / "report.md").stat().st_mtime_ns
-    assert main(["reproduce", "--quiet", "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "--out" in err and "--overwrite" in err
-    assert (out / "report.md").stat().st_mtime_ns == before
+        assert re.search(rf"^\[{claim}\] \d+/\d+ ", printed.err, re.M)
 
 
 @pytest.mark.parametrize("kind", ["file", "non-empty"])
@@ -87,17 +82,39 @@ def test_unknown_sizes_are_refused_before_work(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_an_interrupted_run_leaves_out_as_it_was(tmp_path):
+def test_an_interrupted_run_keeps_finished_runs_and_writes_no_report(tmp_path):
     out = tmp_path / "report"
     env = {**os.environ, SIZES_ENV: TINY.name}
     argv = [sys.executable, "-m", "adass.cli", "reproduce", "--quick", "--out", str(out)]
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
-        first = proc.stderr.readline()  # the first progress line: the run is under way
-        assert first.startswith("[claim 1, samplers] 1/")
+        assert proc.stderr.readline().startswith("runs of plan 'tiny'")
+        first = proc.stderr.readline()  # the first progress line: the samplers' runs are finished
+        assert first.startswith("[claim 1, samplers] 6/6")
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=120)[1]
     finally:
         proc.kill()
-    assert proc.returncode == 130 and "interrupted; --out is left as it was" in rest
-    assert list(tmp_path.iterdir()) == []  # neither the report nor its staging folder
+    assert proc.returncode == 130 and "finished runs are kept under --out/runs" in rest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no staging folder left behind
+    assert sorted(p.name for p in out.iterdir()) == ["runs"]  # no report, half-written or whole
+    assert len(list((out / "runs" / "dml_samplers").glob("*.json"))) == 6
+
+
+def test_an_interrupt_stops_the_worker_processes_of_jobs(tmp_path):
+    out = tmp_path / "report"
+    env = {**os.environ, SIZES_ENV: TINY.name}
+    argv = [sys.executable, "-m", "adass.cli", "reproduce", "--quick", "--jobs", "2", "--out", str(out)]
+    # its own process group, as a terminal's Ctrl-C reaches the command and its workers together
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        for line in proc.stderr:  # claim 2's grid runs on the workers
+            if line.startswith("[claim 2] 1/"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        rest = proc.communicate(timeout=90)[1]  # workers that kept running would hold it past this
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "finished runs are kept under --out/runs" in rest
+    assert not (out / "report.md").exists() and len(list((out / "runs" / "grid").glob("*.json"))) >= 1

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from adass.reproduce import claim_dml, claim_quantize, claim_sparsify
-from adass.reproduce.verdict import Check, deficit_pts, mean_se, plus_minus, verdict
+from adass.reproduce import FULL, QUICK, TINY, Section, claim_dml, claim_quantize, claim_sparsify
+from adass.reproduce.verdict import Check, checks_table, deficit_pts, mean_se, plus_minus, verdict, verdicts
 
 
 def _check(when: str, passed: bool) -> Check:
@@ -125,3 +125,30 @@ def test_adass_against_full_flips_with_accuracy_and_backprops():
     assert verdict(claim_dml.sampler_checks(runs(0.897), table(0.6))) == "holds"
     assert verdict(claim_dml.sampler_checks(runs(0.890), table(0.6))) == "does not hold"
     assert verdict(claim_dml.sampler_checks(runs(0.897), table(1.0))) == "does not hold"
+
+
+def test_a_claim_on_two_data_sets_gets_a_verdict_for_each():
+    def table(hard_deficit: float) -> pd.DataFrame:
+        frame = pd.concat([_q_table({(4, True): 0.2}).assign(setting="mnist5k"),
+                           _q_table({(4, True): hard_deficit}).assign(setting="synthetic-hard")])  # fmt: skip
+        return frame[["setting", *frame.columns[:-1]]]
+
+    section = Section("quantize", "claim", checks=claim_quantize.checks(table(0.3)))
+    assert verdicts(section.checks) == {"mnist5k": "holds", "synthetic-hard": "holds"}
+    assert section.verdict == "mnist5k: holds; synthetic-hard: holds"
+    section.checks = claim_quantize.checks(table(0.7))
+    assert section.verdict == "mnist5k: holds; synthetic-hard: does not hold"
+    lines = section.markdown(2)
+    assert "**Verdict, claim 2, mnist5k: holds**" in lines
+    assert "**Verdict, claim 2, synthetic-hard: does not hold**" in lines
+    assert "setting" in checks_table(section.checks).columns
+    # one data set: the plain verdict line and no setting column
+    single = Section("quantize", "claim", checks=claim_quantize.checks(_q_table({(4, True): 0.2})))
+    assert "**Verdict, claim 2: holds**" in single.markdown(2)
+    assert "setting" not in checks_table(single.checks).columns
+
+
+def test_the_full_plan_runs_the_grids_on_both_data_sets():
+    assert list(FULL.grids) == ["mnist5k", "synthetic-hard"]
+    assert FULL.grids["synthetic-hard"]["data"].startswith("synthetic:n=6000")
+    assert len(QUICK.grids) == len(TINY.grids) == 1

@@ -156,12 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           max_workers=opts.max_workers, token=opts.token)  # fmt: skip
         if args.command == "reproduce":
             opts = _checked(ReproduceOptions, args)
-            out = _check_out(opts.out, opts.overwrite, "report.md")
-            if out.is_dir() and any(out.iterdir()) and not opts.overwrite:
+            from .reproduce.store import RUNS
+
+            # a folder holding finished runs is resumed; any other must be new or empty
+            resume = bool(str(opts.out).strip()) and (Path(opts.out) / RUNS).is_dir()
+            out = _check_out(opts.out, opts.overwrite or resume, "report.md")
+            if out.is_dir() and any(out.iterdir()) and not (opts.overwrite or resume):
                 raise SpecError(
                     f"--out: {opts.out!r} is not empty; choose another folder or pass --overwrite"
                 )
-            return commands.run_reproduce(out, argv, quick=opts.quick, quiet=opts.quiet)
+            return commands.run_reproduce(out, argv, quick=opts.quick, quiet=opts.quiet, jobs=opts.jobs,
+                                          fresh=opts.overwrite)  # fmt: skip
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
@@ -171,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         kept = (
-            "--out is left as it was"
+            "finished runs are kept under --out/runs (run again to resume); no report was written"
             if args.command == "reproduce"
             else "the last finished epoch's checkpoint is kept"
         )

@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce", help=COMMANDS["reproduce"],
         description="Run the experiments behind each claim (several seeds) and write DIR/report.md with "
                     "tables (CSV beside it), PNG plots under DIR/plots, the environment and one computed "
-                    "verdict per claim. The full run is sized for mnist5k; --quick is a smoke run.",
+                    "verdict per claim. The full run is sized for mnist5k and the hard synthetic set; --quick "
+                    "is a smoke run. Every finished run is kept under DIR/runs at once: the same command "
+                    "again resumes (--overwrite starts afresh); --jobs N spreads the independent runs.",
     )  # fmt: skip
     _add_options(p_repro, ReproduceOptions)
 

@@ -85,6 +85,9 @@ class ReproduceOptions(OutputOptions):
     quick = param.Boolean(
         False, doc="small data, few epochs and seeds: a smoke run of about ten minutes on two cores"
     )
+    jobs = param.Integer(
+        1, bounds=(1, None), doc="worker processes for the independent sampler and grid runs (results as with 1)"
+    )
 
 
 class DashboardOptions(param.Parameterized):

@@ -186,17 +186,19 @@ def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "", stra
     return 0
 
 
-def run_reproduce(out: Path, argv: Sequence[str], quick: bool = False, quiet: bool = False) -> int:
+def run_reproduce(out: Path, argv: Sequence[str], quick: bool = False, quiet: bool = False, jobs: int = 1,
+                  fresh: bool = False) -> int:  # fmt: skip
     """``adass reproduce``: every claim's experiments; ``out/report.md`` with tables, plots and verdicts.
 
     ``argv`` (the command line after ``adass``) is quoted in the report; the sizes are ``--quick``'s
-    or the full run's unless ``ADASS_REPRODUCE_SIZES`` names another plan.
+    or the full run's unless ``ADASS_REPRODUCE_SIZES`` names another plan. Finished runs under
+    ``out/runs`` are reused unless ``fresh``; ``jobs`` worker processes share the independent runs.
     """
     from .reproduce import plan_for, reproduce
 
     plan = plan_for(quick)
     _writable(out.parent if not out.exists() else out)
-    reproduce(plan, out, argv, quiet=quiet)
+    reproduce(plan, out, argv, quiet=quiet, jobs=jobs, fresh=fresh)
     return 0
 
 

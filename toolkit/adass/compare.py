@@ -177,11 +177,13 @@ def compare_runs(
     codecs: Sequence[str] = (),
     on_cluster: Callable[[object], None] | None = None,
     matched: bool = True,
+    run_fn: Callable[..., dict] = run_one,
 ) -> pd.DataFrame:
     """Every run of :func:`compare`, one row each (``sampler`` is the arm's label), in running order.
 
     With ``matched``, every ADASS arm is followed by its two controls (:func:`controls`), run on the
-    same seed and exchange/codec.
+    same seed and exchange/codec. ``run_fn`` trains one arm, with :func:`run_one`'s arguments and row
+    (``adass reproduce`` passes one that reuses finished runs).
     """
     arms = variants(base, samplers, exchanges, codecs)
     adass_arms = [a for a in arms if a.sampler.split(":")[0] == "adass"] if matched else []
@@ -199,7 +201,7 @@ def compare_runs(
 
             def record(config: RunConfig, label: str, arm: Variant, seed: int = seed, dataset: Dataset = dataset) -> dict:
                 progress = progress_factory(label, seed) if progress_factory else None
-                row = run_one(config, dataset, out_dir, label, progress, handle)
+                row = run_fn(config, dataset, out_dir, label, progress, handle)
                 rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})
                 return row
 

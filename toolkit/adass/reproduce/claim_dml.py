@@ -12,39 +12,22 @@ from pathlib import Path
 import pandas as pd
 
 from ..bench.dml import LINKS as REAL_LINKS
-from ..bench.dml import measure_arm
-from ..cluster import connect, server_count
-from ..compare import SCHEDULE_MATCHED, compare_runs, summarise
-from ..config import RunConfig
-from ..data import load_dataset
+from ..compare import SCHEDULE_MATCHED, summarise
 from ..tables import markdown_table
-from .arms import DML_EXCHANGES, DML_SAMPLERS, LINKS
+from . import dml_runs
+from .arms import LINKS
+from .parallel import Runner
 from .plan import Plan
 from .plots import bar_plot, line_plot
-from .progress import Progress
-from .replicas import run_virtual
 from .section import Section
 from .verdict import Check, deficit_pts, mean_se, plus_minus
 
-__all__ = ["ADASS_TOLERANCE_PTS", "CLAIM", "real_checks", "run", "sampler_checks", "simulated_checks"]
+__all__ = ["ADASS_TOLERANCE_PTS", "CLAIM", "count", "real_checks", "run", "sampler_checks", "simulated_checks"]
 
 CLAIM = ("ADASS-DML speeds training up without losing accuracy under a Parameter Server and a Ring "
          "All-Reduce (the ring faster, communication still the bottleneck)")  # fmt: skip
 #: ADASS's accuracy may fall this many points below full data's (seed means)
 ADASS_TOLERANCE_PTS = 0.5
-
-
-def _samplers(plan: Plan, quiet: bool) -> pd.DataFrame:
-    """Every sampler and ADASS's two matched controls on each setting; one row per run."""
-    per_seed = len(plan.samplers) + 1 + 2 * sum(s.startswith("adass") for s in plan.samplers)
-    progress = Progress("claim 1, samplers", per_seed * plan.seeds * len(plan.sampler_settings), quiet)
-    frames = []
-    for name, options in plan.sampler_settings.items():
-        base = RunConfig.from_flat(**options, seed=0, threads=1)
-        runs = compare_runs(base, plan.samplers, plan.seeds,
-                            progress_factory=lambda label, seed, name=name: progress(f"{name}: {label} seed {seed}"))  # fmt: skip
-        frames.append(runs.drop(columns="kept_fracs").assign(dataset=name))
-    return pd.concat(frames, ignore_index=True)
 
 
 def _sampler_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -69,25 +52,6 @@ def sampler_checks(runs: pd.DataFrame, table: pd.DataFrame, adass: str = "adass"
                       f"{plus_minus(deficit, se)} points below full"),
                 Check(name, "ADASS with fewer backprops than full", frac < 1.0, f"{frac:.3f} of full's")]  # fmt: skip
     return out
-
-
-def _real(plan: Plan, quiet: bool) -> pd.DataFrame:
-    """ADASS and full on PS and ring, P real processes, every link and seed; one row per run."""
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
-    servers = max(server_count(base.replace(workers=1, exchange=e)) for e in DML_EXCHANGES.values())
-    arms = [(p, label, sampler, link) for p in plan.workers for label in DML_EXCHANGES
-            for sampler in (DML_SAMPLERS[0], plan.adass) for link in plan.dml_links]  # fmt: skip
-    progress = Progress("claim 1, processes", len(arms) * plan.seeds, quiet)
-    rows = []
-    with connect(n_workers=max(plan.workers) + servers) as handle:
-        for seed in range(plan.seeds):
-            for p, label, sampler, link in arms:
-                config = base.replace(sampler=sampler, seed=seed)
-                row = measure_arm(config, handle, p, DML_EXCHANGES[label], "fp32", link)
-                progress(f"P={p} {label} {sampler} link {link} seed {seed}",
-                         f"acc {row['test_acc']:.3f}, epoch {row['epoch_s']:.2f} s", row["epoch_s"] * plan.setting["epochs"])  # fmt: skip
-                rows.append({**row, "exchange": label, "sampler": sampler, "seed": seed})
-    return pd.DataFrame(rows)
 
 
 def _real_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -126,24 +90,6 @@ def real_checks(runs: pd.DataFrame, table: pd.DataFrame, adass: str) -> list[Che
     return out
 
 
-def _simulated(plan: Plan, quiet: bool) -> pd.DataFrame:
-    """Ring and PS on ``plan.sim_workers`` virtual replicas, modelled times under every link."""
-    base = RunConfig.from_flat(
-        **{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1
-    )
-    dataset = load_dataset(base.data.data, seed=0)
-    progress = Progress("claim 1, simulated", len(plan.sim_workers) * len(DML_EXCHANGES), quiet)
-    rows = []
-    for p in plan.sim_workers:
-        for label, exchange in DML_EXCHANGES.items():
-            row = run_virtual(base.replace(workers=p, exchange=exchange), p, dataset, LINKS)
-            progress(
-                f"P={p} {label}", f"transfers {row['comm_ms_1gbit']:.2f} ms per step at 1gbit", row["wall_s"]
-            )
-            rows.append({"workers": p, "exchange": label, **row})
-    return pd.DataFrame(rows)
-
-
 def simulated_checks(sim: pd.DataFrame) -> list[Check]:
     """Per P and link: the ring's modelled transfer time per step shorter than PS's.
 
@@ -169,13 +115,18 @@ def _comm_share_text(sim: pd.DataFrame, real: pd.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
+def count(plan: Plan) -> dict[str, int]:
+    """Runs of each part of claim 1."""
+    return dml_runs.count(plan)
+
+
+def run(plan: Plan, out: Path, runner: Runner) -> Section:
     """The three parts of claim 1; plots go to ``out/plots``."""
-    sampler_runs = _samplers(plan, quiet)
+    sampler_runs = dml_runs.samplers(plan, runner)
     sampler_table = _sampler_table(sampler_runs)
-    real_runs = _real(plan, quiet)
+    real_runs = dml_runs.processes(plan, runner)
     real_table = _real_table(real_runs)
-    sim = _simulated(plan, quiet)
+    sim = dml_runs.simulated(plan, runner)
     s = plan.setting
     links = ", ".join(
         f"{k} (`{REAL_LINKS[k]}`)" if REAL_LINKS[k] else f"{k} (loopback as it is)" for k in plan.dml_links

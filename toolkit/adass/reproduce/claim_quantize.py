@@ -8,14 +8,15 @@ from pathlib import Path
 
 from ..tables import markdown_table
 from .arms import LINKS
-from .claim_grid import measure_grid, setting_line
+from .claim_grid import count_grid, measure_grid, plot_suffix, setting_line
 from .grid import REFERENCE, Arm
+from .parallel import Runner
 from .plan import Plan
 from .plots import bar_plot
 from .section import Section
 from .verdict import Check, plus_minus
 
-__all__ = ["CLAIM", "arms", "checks", "run", "tolerance_pts"]
+__all__ = ["CLAIM", "count", "arms", "checks", "run", "tolerance_pts"]
 
 CLAIM = "Q-ADASS quantizes inside the ring without affecting final accuracy"
 
@@ -37,8 +38,14 @@ def arms(plan: Plan) -> list[Arm]:
     ]  # fmt: skip
 
 
+def count(plan: Plan) -> dict[str, int]:
+    """Runs of this claim's grid on each data set."""
+    return count_grid(plan, arms(plan))
+
+
 def checks(table) -> list[Check]:
-    """One accuracy check per arm that has a target (``summarise_grid`` rows with bits, ef)."""
+    """One accuracy check per arm that has a target (``summarise_grid`` rows with bits, ef, and the
+    data set's ``setting`` where there is one)."""
     out = []
     for row in table[table["arm"] != REFERENCE.label].itertuples(index=False):
         tolerance = tolerance_pts(int(row.bits), bool(row.ef))
@@ -47,14 +54,14 @@ def checks(table) -> list[Check]:
         out.append(Check(
             f"{int(row.bits)} bits, {row.strategy}, {'ef' if row.ef else 'no ef'}",
             f"accuracy within {tolerance:g} points of fp32", row.deficit_pts <= tolerance,
-            f"{plus_minus(row.deficit_pts, row.deficit_se_pts)} points below fp32",
+            f"{plus_minus(row.deficit_pts, row.deficit_se_pts)} points below fp32", getattr(row, "setting", ""),
         ))  # fmt: skip
     return out
 
 
-def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
+def run(plan: Plan, out: Path, runner: Runner) -> Section:
     """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
-    table, runs, left_out = measure_grid(plan, arms(plan), "claim 2", quiet)
+    table, runs, left_out = measure_grid(plan, arms(plan), "claim 2", runner)
     shown = table.drop(columns=["exchange", "codec"])
     section = Section("quantize", CLAIM, tables={"summary": table, "runs": runs}, not_run=left_out)
     section.lines = [
@@ -63,14 +70,15 @@ def run(plan: Plan, out: Path, quiet: bool = False) -> Section:
         f"wire bytes over fp32's; `step_ms_*`: modelled step time under {', '.join(map(repr, LINKS.values()))}.",
         "", markdown_table(shown), "",
     ]  # fmt: skip
-    arms_only = table[table["arm"] != REFERENCE.label]
     plots = out / "plots"
-    bar_plot(plots / "quantize_accuracy.png", list(arms_only["arm"]), list(arms_only["deficit_pts"]),
-             list(arms_only["deficit_se_pts"]), "points below fp32 (seed mean ± se)",
-             "Q-ADASS: accuracy deficit against fp32", line=0.5, line_label="0.5 points")  # fmt: skip
-    bar_plot(plots / "quantize_step_1gbit.png", list(table["arm"]), list(table["step_ms_1gbit"]),
-             [float("nan")] * len(table), f"modelled step time, ms ({LINKS['1gbit']})",
-             "Q-ADASS: modelled step time at 1 Gbit")  # fmt: skip
-    section.plots = ["quantize_accuracy.png", "quantize_step_1gbit.png"]
+    for setting, part in table.groupby("setting", sort=False):
+        arms_only, suffix = part[part["arm"] != REFERENCE.label], plot_suffix(plan, str(setting))
+        bar_plot(plots / f"quantize_accuracy{suffix}.png", list(arms_only["arm"]), list(arms_only["deficit_pts"]),
+                 list(arms_only["deficit_se_pts"]), "points below fp32 (seed mean ± se)",
+                 f"Q-ADASS: accuracy deficit against fp32, {setting}", line=0.5, line_label="0.5 points")  # fmt: skip
+        bar_plot(plots / f"quantize_step_1gbit{suffix}.png", list(part["arm"]), list(part["step_ms_1gbit"]),
+                 [float("nan")] * len(part), f"modelled step time, ms ({LINKS['1gbit']})",
+                 f"Q-ADASS: modelled step time at 1 Gbit, {setting}")  # fmt: skip
+        section.plots += [f"quantize_accuracy{suffix}.png", f"quantize_step_1gbit{suffix}.png"]
     section.checks = checks(table)
     return section

@@ -2,24 +2,26 @@
 
 Every arm runs the same data, model, epochs and learning-rate schedule as the fp32 reference; only the
 exchange and codec differ. Seeds run one after another, every arm within a seed, so a slow spell of
-the machine falls on all arms alike.
+the machine falls on all arms alike (with ``--jobs 1``; more jobs run several of them at once).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from ..config import RunConfig
-from ..data import load_dataset
+from ..data import Dataset, load_dataset
 from .arms import FP32
-from .progress import Progress
+from .parallel import Done, Task
 from .replicas import run_virtual
+from .store import RunStore
 from .verdict import deficit_pts, mean_se
 
-__all__ = ["Arm", "REFERENCE", "run_grid", "summarise_grid"]
+__all__ = ["REFERENCE", "SECTION", "Arm", "grid_run", "grid_tasks", "summarise_grid"]
 
 
 @dataclass(frozen=True)
@@ -35,19 +37,40 @@ class Arm:
 REFERENCE = Arm("fp32", *FP32)
 
 
-def run_grid(base: RunConfig, arms: Sequence[Arm], seeds: int, replicas: int, links: Mapping[str, str],
-             progress: Progress) -> pd.DataFrame:  # fmt: skip
-    """Every arm (and the fp32 reference first) for seeds 0 .. seeds-1; one row per run."""
-    rows = []
+#: the store's section of grid runs: claims 2 and 3 share it, so their fp32 runs are run once
+SECTION = "grid"
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(spec: str, seed: int) -> Dataset:
+    """One load per data set and seed in each process (every arm of a seed trains on the same one)."""
+    return load_dataset(spec, seed=seed)
+
+
+def grid_run(config: dict, replicas: int, links: dict[str, str], store: RunStore, key: str) -> Done:
+    """One arm of one seed on virtual replicas (a :class:`Task` function); its row goes to ``store``."""
+    row = store.load(SECTION, key)
+    if row is not None:
+        return Done(row, f"acc {row['test_acc']:.3f}", runs=1, reused=1)
+    run_config = RunConfig.from_dict(config)
+    row = run_virtual(run_config, replicas, _dataset(run_config.data.data, run_config.optim.seed), links)
+    store.save(SECTION, key, row)
+    return Done(row, f"acc {row['test_acc']:.3f}", row["wall_s"])
+
+
+def grid_tasks(base: RunConfig, arms: Sequence[Arm], seeds: int, replicas: int, links: Mapping[str, str],
+               store: RunStore, prefix: str = "") -> tuple[list[Task], list[dict]]:  # fmt: skip
+    """Every arm (and the fp32 reference first) for seeds 0 .. seeds-1, seed by seed: the tasks and
+    the columns each run's row gets besides its measurements."""
+    tasks, columns = [], []
     for seed in range(seeds):
-        dataset = load_dataset(base.data.data, seed=seed)
         for arm in (REFERENCE, *arms):
-            config = base.replace(workers=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed)
-            row = run_virtual(config, replicas, dataset, links)
-            progress(f"{arm.label} seed {seed}", f"acc {row['test_acc']:.3f}", row["wall_s"])
-            rows.append({"arm": arm.label, "exchange": arm.exchange, "codec": arm.codec, **dict(arm.coords),
-                         "seed": seed, **row})  # fmt: skip
-    return pd.DataFrame(rows)
+            config = base.replace(workers=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed).to_dict()
+            key = store.key(SECTION, config, label=arm.label, replicas=replicas, links=dict(links))
+            tasks.append(Task(f"{prefix}{arm.label} seed {seed}", grid_run, (config, replicas, dict(links), store, key)))
+            columns.append({"arm": arm.label, "exchange": arm.exchange, "codec": arm.codec, **dict(arm.coords),
+                            "seed": seed})  # fmt: skip
+    return tasks, columns
 
 
 def summarise_grid(runs: pd.DataFrame, links: Mapping[str, str]) -> pd.DataFrame:

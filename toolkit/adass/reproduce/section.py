@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..tables import markdown_table
-from .verdict import Check, checks_table, verdict
+from .verdict import Check, checks_table, verdicts
 
 __all__ = ["Section"]
 
@@ -47,7 +47,11 @@ class Section:
 
     @property
     def verdict(self) -> str:
-        return verdict(self.checks)
+        """The claim's verdict, or ``set: verdict; set: verdict`` where it ran on several data sets."""
+        by_setting = verdicts(self.checks)
+        if len(by_setting) == 1:
+            return next(iter(by_setting.values()))
+        return "; ".join(f"{setting}: {text}" for setting, text in by_setting.items())
 
     def markdown(self, number: int) -> list[str]:
         """The section as report lines, ending with its goals and the one-line verdict."""
@@ -60,5 +64,11 @@ class Section:
         out += ["Goals (seed means; `±` is the standard error over seeds):", "",
                 markdown_table(checks_table(self.checks)), ""]  # fmt: skip
         tail = f" ({self.extra})" if self.extra else ""
-        out += [f"**Verdict, claim {number}: {self.verdict}**{tail}", ""]
+        by_setting = verdicts(self.checks)
+        if len(by_setting) == 1:
+            out += [f"**Verdict, claim {number}: {self.verdict}**{tail}", ""]
+        else:  # one line per data set: a verdict holds or fails on each
+            for setting, text in by_setting.items():
+                out += [f"**Verdict, claim {number}, {setting}: {text}**", ""]
+            out += [self.extra, ""] if self.extra else []
         return out

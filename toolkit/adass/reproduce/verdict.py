@@ -2,7 +2,8 @@
 
 A check is one goal measured in one setting (``when``: a dataset, a replica count, an arm). A setting
 passes when all its checks pass; the claim holds when every setting passes and does not hold when none
-does. Accuracy goals compare seed means (:func:`mean_se` gives the standard error reported beside them).
+does. Checks may also name the data set they ran on (``setting``): a claim measured on several data
+sets gets a verdict per data set (:func:`verdicts`). Accuracy goals compare seed means (:func:`mean_se` gives the standard error reported beside them).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict"]
+__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,15 @@ class Check:
         Whether the measured numbers meet it.
     measured : str
         The numbers, with their standard errors.
+    setting : str
+        The data set the numbers come from, where a claim runs on several ("": the claim's only one).
     """
 
     when: str
     goal: str
     passed: bool
     measured: str
+    setting: str = ""
 
 
 def verdict(checks: Sequence[Check]) -> str:
@@ -68,6 +72,22 @@ def verdict(checks: Sequence[Check]) -> str:
     return "holds only when " + "; ".join(passing)
 
 
+def verdicts(checks: Sequence[Check]) -> dict[str, str]:
+    """The verdict of each data set's checks, in first-seen order (one entry, ``""``, where no check
+    names one).
+
+    Examples
+    --------
+    >>> verdicts([Check("4 bits", "within 0.5", True, "", "mnist5k"),
+    ...           Check("4 bits", "within 0.5", False, "", "hard")])
+    {'mnist5k': 'holds', 'hard': 'does not hold'}
+    """
+    groups: dict[str, list[Check]] = {}
+    for check in checks:
+        groups.setdefault(check.setting, []).append(check)
+    return {setting: verdict(group) for setting, group in groups.items()} or {"": verdict([])}
+
+
 def mean_se(values: Sequence[float] | pd.Series) -> tuple[float, float]:
     """Mean and standard error (sample spread over the root of the count; NaN for one value)."""
     series = pd.Series(values, dtype=float).dropna()
@@ -94,9 +114,13 @@ def deficit_pts(reference: pd.Series, arm: pd.Series) -> tuple[float, float]:
 
 
 def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
-    """The checks as a table: ``when``, ``goal``, ``met`` (yes/no) and ``measured``."""
+    """The checks as a table: ``when``, ``goal``, ``met`` (yes/no) and ``measured``, after a ``setting``
+    column where checks name their data sets."""
+    columns = ["when", "goal", "met", "measured"]
+    if any(c.setting for c in checks):
+        columns.insert(0, "setting")
     return pd.DataFrame(
-        [{"when": c.when, "goal": c.goal, "met": "yes" if c.passed else "no", "measured": c.measured}
-         for c in checks],
-        columns=["when", "goal", "met", "measured"],
+        [{"setting": c.setting, "when": c.when, "goal": c.goal, "met": "yes" if c.passed else "no",
+          "measured": c.measured} for c in checks],
+        columns=columns,
     )  # fmt: skip
