@@ -8,8 +8,9 @@ run is P engines on threads of one process (:func:`simulate_run`).
 
 from .agreement import Agreement, AgreementBoard, InProcAgreement, LocalAgreement, TorchAgreement
 from .batches import Split, in_order, spread_evenly
+from .epoch import EpochPlan, EpochReport
 from .live import LiveBatches
-from .loop import Engine, EpochPlan, EpochReport, StepHook
+from .loop import Engine, StepHook
 from .records import epoch_eval, new_totals, write_epoch
 from .replica import ReplicaState, replica_seed
 from .result import RunResult, Stop, stop_signal

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -21,6 +21,7 @@ from ..metrics import StepRecord, TrafficRecord
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
+from .epoch import EpochPlan, EpochReport
 from .replica import ReplicaState
 from .shares import Throughput
 from .step import (
@@ -34,76 +35,13 @@ from .step import (
 )
 from .work import MAX_SHARED_ROWS, EpochWork, shared_plan
 
-__all__ = ["Engine", "EpochPlan", "EpochReport", "StepHook"]
+__all__ = ["Engine", "StepHook"]
 
 _BAD = 1 << 32  # one non-finite replica, in the step's agreed integer (sample counts stay below it)
 
 #: ``hook(row, traffic_rows)`` after every step: the step's StepRecord fields (plus ``wire_bytes``
 #: and ``raw_bytes``) and its transfers as TrafficRecord fields
 StepHook = Callable[[dict[str, Any], list[dict[str, Any]]], None]
-
-
-@dataclass
-class EpochPlan:
-    """What the replicas agreed for one epoch.
-
-    Attributes
-    ----------
-    epoch : int
-        The epoch.
-    kept : list of int
-        Every replica's selected samples, in rank order.
-    steps : int
-        Steps of the epoch: as many as one process takes with the global batch over all kept samples.
-    batches : list of slice
-        This replica's local batch of every step, in its selection (in its :class:`EpochWork`'s rows
-        where the epoch is shared out).
-    totals : list of float
-        Every step's planned global batch (the sum of all replicas' local batches; where the epoch is
-        shared out, the mean global batch, so that a replica's pushes add up to its share).
-    refreshed : int
-        Samples this replica passed forward before selecting (counted as forwards of the epoch).
-    traffic : list of dict
-        What planning sent to the other replicas, as TrafficRecord fields (phase ``agree``).
-    worker_steps : list of int
-        Every replica's steps, in rank order, where the epoch is shared out by throughput (replicas
-        then take different numbers of steps); empty where every replica takes ``steps``.
-    work : EpochWork or None
-        This replica's rows to train on where the epoch is shared out.
-    """
-
-    epoch: int
-    kept: list[int]
-    steps: int
-    batches: list[slice]
-    totals: list[float]
-    refreshed: int = 0
-    traffic: list[dict] = field(default_factory=list)
-    worker_steps: list[int] = field(default_factory=list)
-    work: EpochWork | None = None
-
-    def steps_of(self, rank: int) -> int:
-        """How many steps replica ``rank`` takes in this epoch."""
-        return self.worker_steps[rank] if self.worker_steps else self.steps
-
-
-@dataclass
-class EpochReport:
-    """What one replica did in one epoch; plain data, so it travels back from a Dask actor."""
-
-    rank: int
-    epoch: int
-    samples: int = 0
-    backprops: int = 0
-    forwards: int = 0
-    loss_sum: float = 0.0
-    train_s: float = 0.0
-    losses: list[float] = field(default_factory=list)
-    steps: list[dict] = field(default_factory=list)
-    traffic: list[dict] = field(default_factory=list)
-    selection: dict[str, list] = field(default_factory=dict)
-    skipped: int = 0  # steps skipped everywhere for a non-finite loss or gradient
-    busy_s: float = 0.0  # step time less the time the servers held this replica back
 
 
 class Engine:
