@@ -61,6 +61,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
         done = check_resume(config, out).epoch + 1
     dataset = _load_data(config)
     _writable(out)
+    _import_lazy_torch()
     bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
     bar.update(done)
     sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
@@ -73,6 +74,14 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     kinds = "eval, selection, steps" + (", traffic" if config.cluster.workers else "")
     print(f"records: {out}/ ({kinds} .parquet, config.json)")
     return 0
+
+
+def _import_lazy_torch() -> None:
+    """Import what torch loads on first use before the run starts: its first optimizer imports
+    ``torch._dynamo`` (about a second), and a Ctrl-C that lands inside that import leaves torch half
+    imported, so the run ended with an unrelated error (or killed by the signal) instead of the
+    one-line interrupt message with its checkpoint kept."""
+    import torch._dynamo  # noqa: F401
 
 
 def _writable(out: Path) -> None:
