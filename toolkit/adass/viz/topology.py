@@ -49,10 +49,11 @@ def server_bytes(traffic: pd.DataFrame) -> pd.DataFrame:
     return joined[list(_SERVER_COLUMNS)].astype("int64").sort_values("shard", ignore_index=True)
 
 
-def held_shards(traffic: pd.DataFrame) -> dict[int, int]:
+def held_shards(traffic: pd.DataFrame, per_server: pd.DataFrame | None = None) -> dict[int, int]:
     """``{rank: shard}`` of replicas that serve a PS shard beside their model (``colocated=true``):
-    ranks that receive pushes and push themselves."""
-    per_server = server_bytes(traffic)
+    ranks that receive pushes and push themselves. ``per_server``: ``server_bytes(traffic)``, where
+    the caller has it already."""
+    per_server = server_bytes(traffic) if per_server is None else per_server
     if not len(per_server):
         return {}
     pushers = set(traffic.loc[traffic["phase"] == "push", "src"].unique())
@@ -146,7 +147,8 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
         shards = list(range(world - servers, world))
     else:
         shards = server_ranks(traffic)
-    held = {**held_shards(traffic), **(held or {})}
+    per_server = server_bytes(traffic)
+    held = {**held_shards(traffic, per_server), **(held or {})}
     ranks = sorted(set(totals["src"]) | set(totals["dst"]) | set(range(world or 0)))
     nodes = node_layout([int(r) for r in ranks], shards, held)
     where = {int(r): (x, y) for x, y, r in zip(nodes["x"], nodes["y"], nodes["rank"], strict=True)}
@@ -164,7 +166,7 @@ def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | Non
                                                                                 tools=["hover"])
         * hv.Labels(edges, ["lx", "ly"], "text").opts(**text)
         * hv.Labels(nodes, ["x", "y"], "name").opts(text_font_size="8pt", text_color="white")
-        * hv.Labels(_server_labels(server_bytes(traffic), where), ["x", "y"], "text").opts(text_align="left", **text)
+        * hv.Labels(_server_labels(per_server, where), ["x", "y"], "text").opts(text_align="left", **text)
     ).opts(width=WIDTH, height=HEIGHT, xaxis=None, yaxis=None, xlim=(-1.45, 1.45), ylim=(-1.3, 1.35),
            title=f"{kind}: {total} on the wire, {last_steps_text(steps)}" if len(nodes) else NO_EXCHANGE,
            hooks=[named("adass-topology")])  # fmt: skip
