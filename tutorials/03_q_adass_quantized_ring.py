@@ -307,4 +307,6 @@ print(f"Q-ADASS keeps fp32's accuracy: {verdict(checks)} (one seed, {EPOCHS} epo
 # 2. Change the bucket size (`qsgd:bits=4,bucket=64` or `bucket=4096`): smaller buckets cost more
 #    scales on the wire but track the gradient's magnitude more closely. Which wins at 2 bits?
 # 3. Error feedback ran above at 2 bits with the shared scale. Try it with `ring:strategy=requantize`
-#    and at 1 bit: where does it stop closing the gap to fp32?
+#    and at 1 bit: where does it stop closing the gap to fp32? Then force the memory to round
+#    stochastically (`ef(qsgd:bits=2,rounding=stochastic)`) and watch the training loss: why does
+#    a memory want the nearest level (README, "Quantization under a memory")?

@@ -195,7 +195,7 @@ ring_rows = slow[slow.exchange != "ps"]
 parts = ring_rows.melt(id_vars=["exchange", "codec"], value_vars=["latency_ms", "transfer_ms"], var_name="part",
                        value_name="ms")  # fmt: skip
 parts["variant"] = parts.exchange.str.replace("ring:strategy=", "ring ") + " | " + parts.codec.str.replace(
-    ",bucket=512,norm=max,shared=false", "")  # fmt: skip
+    ",bucket=512,norm=max,shared=false,rounding=auto", "")  # fmt: skip
 hv.Bars(parts, ["variant", "part"], "ms").opts(
     stacked=True, width=760, height=360, xrotation=20, tools=["hover"], legend_position="top_right",
     title=f"one ring step at P=64 on {SLOW}: latency against transfer time")  # fmt: skip

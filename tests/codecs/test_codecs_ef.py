@@ -72,7 +72,8 @@ def test_shared_scale_keeps_memory_and_needs_key() -> None:
     codec = make_codec("ef(qsgd:bits=4)")
     shared = codec.with_shared_scale()
     assert shared.memory is codec.memory and shared.summable and shared.needs_shared_scale
-    assert shared.name == "ef(qsgd:bits=4,bucket=512,norm=max,shared=true)"
+    assert shared.name == "ef(qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=nearest)"
+    assert make_codec(shared.name) == shared
     with pytest.raises(TypeError, match="needs the chunk key"):
         shared.local_scale(torch.ones(3))
     key = ChunkKey(0, 0, 0)

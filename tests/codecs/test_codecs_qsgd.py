@@ -95,7 +95,7 @@ def test_plain_mode_is_not_summable(key: ChunkKey) -> None:
         codec.add(p, p)
     shared = codec.with_shared_scale()
     assert shared.summable and shared.needs_shared_scale
-    assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true"
+    assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=auto"
     assert make_codec(shared.name) == shared and shared.with_shared_scale() is shared
 
 
@@ -185,3 +185,34 @@ def test_subnormal_scale_stays_finite(key: ChunkKey) -> None:
     # float32 rounding step there, 2**-150
     spacing = 2 * codec.local_scale(x).double().repeat_interleave(50) / codec.levels
     assert torch.all((out.double() - x.double()).abs() <= spacing + 2**-150)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_nearest_rounding_lands_on_the_closest_level_whatever_the_key(bits: int) -> None:
+    codec, x = QSGD(bits=bits, bucket=64, rounding="nearest"), chunk(1000, seed=3)
+    outs = [codec.decode(codec.encode(x, k)) for k in keys(3) + keys(1, rank=2)]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])  # no draws: the key does not matter
+    spacing = 2 * codec.local_scale(x).repeat_interleave(64)[: x.numel()] / codec.levels
+    assert torch.all((outs[0] - x).abs() <= spacing / 2 * (1 + 1e-5))  # half a spacing at most
+    assert torch.all((outs[0] - x).abs() <= x.abs() * (1 + 1e-6))  # never further than zero is
+
+
+def test_two_bit_stochastic_rounding_is_not_contractive_and_nearest_is() -> None:
+    """Why ``rounding=auto`` rounds to nearest under a memory: at 2 bits the levels are -M, 0 and
+    M, and a heavy-tailed bucket (most values far below its max, as gradients are) rounds with an
+    error larger than the bucket itself, so a residual fed back grows; nearest rounding's is smaller."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4096, generator=gen) * torch.rand(4096, generator=gen) ** 4  # heavy tails
+    stochastic, nearest = QSGD(bits=2), QSGD(bits=2, rounding="nearest")
+    errors = [float((stochastic.decode(stochastic.encode(x, k)) - x).norm()) for k in keys(20)]
+    assert min(errors) > float(x.norm())
+    assert float((nearest.decode(nearest.encode(x, keys(1)[0])) - x).norm()) < float(x.norm())
+
+
+def test_a_memory_turns_auto_rounding_to_nearest_and_keeps_an_explicit_choice() -> None:
+    assert make_codec("ef(qsgd:bits=2)").error_feedback()[0].rounding == "nearest"
+    assert make_codec("mc(qsgd:bits=4)").error_feedback()[0].rounding == "nearest"
+    assert make_codec("ef(qsgd:bits=2,rounding=stochastic)").error_feedback()[0].rounding == "stochastic"
+    assert make_codec("qsgd:bits=2").rounding == "auto" and not make_codec("qsgd:bits=2").nearest
+    shared = make_codec("ef(qsgd:bits=2)").with_shared_scale().error_feedback()[0]
+    assert shared.shared and shared.rounding == "nearest"

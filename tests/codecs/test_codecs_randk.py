@@ -113,7 +113,7 @@ def test_randk_plus_qsgd_wire_bytes(key: ChunkKey) -> None:
 def test_randk_plus_shared_scale_qsgd_adds_exactly(workers: int) -> None:
     codec = make_codec("randk:ratio=0.05+qsgd:bits=4,bucket=16").with_shared_scale()
     assert codec.summable and codec.needs_shared_scale
-    assert codec.name == "randk:ratio=0.05,scale=true+qsgd:bits=4,bucket=16,norm=max,shared=true"
+    assert codec.name == "randk:ratio=0.05,scale=true+qsgd:bits=4,bucket=16,norm=max,shared=true,rounding=auto"
     key = ChunkKey(seed=5, step=1, chunk=0)
     xs = [chunk(2000, w) for w in range(workers)]
     # local_scale needs the key: it scales the values at the shared coordinates

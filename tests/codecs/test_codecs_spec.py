@@ -43,7 +43,8 @@ def test_stacking_and_ef_forms() -> None:
     stack = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8")
     assert isinstance(stack, StackCodec) and stack.outer.name.startswith("randk")
     ef = make_codec("randk:ratio=0.01,scale=false,ef=true+qsgd:bits=8")
-    assert isinstance(ef, ErrorFeedback) and ef.inner == stack
+    assert isinstance(ef, ErrorFeedback) and ef.inner == stack.under_memory()
+    assert ef.inner.inner.rounding == "nearest" and stack.inner.rounding == "auto"
     assert ef.name == f"ef({stack.name})" and make_codec(ef.name) == ef
 
 

@@ -236,6 +236,11 @@ class Codec(ABC):
         codecs whose decode is mostly zeros write their values straight into place."""
         out.copy_(self.decode(payload))
 
+    def under_memory(self) -> Codec:
+        """The variant an error-feedback memory encodes with (this codec unless a setting says
+        otherwise: QSGD's ``rounding=auto`` becomes ``nearest``)."""
+        return self
+
     def requantize(self, received: Payload, x: torch.Tensor, key: ChunkKey, weight: float = 1.0) -> Payload:
         """One hop of a ring's ``requantize``: ``encode(decode(received) + x * weight, key)``, the
         sum made as ``add_(x, alpha=weight)`` makes it. This is the reference; codecs with a faster

@@ -10,7 +10,9 @@ The residual stays bounded only for a contractive codec (``||C(x) - x|| < ||x||`
 with ``scale=false`` (Stich, Cordonnier and Jaggi, "Sparsified SGD with Memory", NeurIPS 2018), QSGD
 with enough bits. Unbiased but high-variance codecs (1-bit QSGD, random-k scaled by ``n/k``) make it
 grow without bound; a codec that declares itself not contractive (``Codec.contractive``, random-k
-with ``scale=true``) is refused with a SpecError.
+with ``scale=true``) is refused with a SpecError. The wrapper encodes with the inner codec's
+``under_memory()`` variant: QSGD's ``rounding=auto`` rounds to the nearest level here (Seide et al.'s
+1-bit SGD and Karimireddy et al.'s EF-SGD pair a deterministic quantizer with the memory too).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class ErrorFeedback(Codec):
                 f"codec {self.name!r}: {inner.name!r} is not contractive (random-k's n/k gain), so the "
                 "error-feedback residual grows without bound; use scale=false"
             )
-        self.inner = inner
+        self.inner = inner.under_memory()
         self.memory = memory if memory is not None else self.memory_type()
         self.summable = inner.summable
         self.needs_shared_scale = inner.needs_shared_scale

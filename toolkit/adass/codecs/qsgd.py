@@ -49,6 +49,10 @@ PARAMS = {
     "bucket": Param(512, "values sharing one scale", low=1, high=2**31 - 1),
     "norm": Param("max", "bucket scale: max-abs or Euclidean norm", choices=("max", "l2")),
     "shared": Param(False, "workers agree one scale per bucket so codes add up (ring shared_scale)"),
+    "rounding": Param(
+        "auto", "stochastic (unbiased), nearest (contractive), or auto: nearest inside an error-feedback "
+        "memory (ef, mc, dmc), stochastic elsewhere", choices=("auto", "stochastic", "nearest"),
+    ),
 }
 
 
@@ -108,12 +112,15 @@ class QSGD(Codec):
     can_share_scale = True
     requantizable = True
 
-    def __init__(self, bits: int = 8, bucket: int = 512, norm: str = "max", shared: bool = False):
-        values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared}
+    def __init__(
+        self, bits: int = 8, bucket: int = 512, norm: str = "max", shared: bool = False, rounding: str = "auto"
+    ):
+        values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared, "rounding": rounding}
         for k, p in PARAMS.items():
             values[k] = p.convert("codec 'qsgd'", k, values[k])
         self.bits, self.bucket = values["bits"], values["bucket"]
-        self.norm, self.shared = values["norm"], values["shared"]
+        self.norm, self.shared, self.rounding = values["norm"], values["shared"], values["rounding"]
+        self.nearest = self.rounding == "nearest"
         self.levels = 1 if self.bits == 1 else 2**self.bits - 2  # L: intervals on [-M, M]
         self.summable = self.shared
         self.needs_shared_scale = self.shared
@@ -121,7 +128,17 @@ class QSGD(Codec):
 
     def with_shared_scale(self) -> QSGD:
         """The same quantizer in shared-scale mode (summable)."""
-        return self if self.shared else QSGD(self.bits, self.bucket, self.norm, shared=True)
+        return self if self.shared else QSGD(self.bits, self.bucket, self.norm, True, self.rounding)
+
+    def under_memory(self) -> QSGD:
+        """``rounding=auto`` becomes ``nearest``: a memory carries what rounding drops to the next
+        step, and needs a contractive codec to stay bounded. Stochastic rounding's error is not
+        smaller than the value at few bits (``|x| (D - |x|)`` against ``x**2`` for ``|x| < D``, and
+        most of a bucket lies far below its max), so at 2 bits an error-feedback residual grows
+        step after step; rounding to the nearest level never errs by more than ``|x|``."""
+        if self.rounding != "auto":
+            return self
+        return QSGD(self.bits, self.bucket, self.norm, self.shared, "nearest")
 
     def bytes_per_value(self) -> float:
         return self.bits / 8 + 4 / self.bucket
@@ -172,7 +189,10 @@ class QSGD(Codec):
         half = self.levels / 2
         work = torch.float64 if self.levels > 256 else self._math_dtype(scale, self.levels)
         gain = half / torch.where(scale > 0, scale, torch.ones_like(scale)).to(work)
-        level = uniform_offsets(n, half, work, seed_for(key, "qsgd", shared=False), x.device)
+        if self.nearest:  # floor(level + 1/2): the nearest level, ties up
+            level = torch.full((n,), half + 0.5, dtype=work, device=x.device)
+        else:
+            level = uniform_offsets(n, half, work, seed_for(key, "qsgd", shared=False), x.device)
         parts = zip(self._rows_of(x), self._rows_of(level), self._parts_of(gain, n), strict=True)
         for src, dst, g in parts:  # (rows, bucket) times (rows, 1): no padded copy
             dst.addcmul_(src, g[:, None])
@@ -206,7 +226,7 @@ class QSGD(Codec):
                 raise ValueError(f"{self.name}: scale has {given.size} entries; need {nb}")
         seed = seed_for(key, "qsgd", shared=False)
         values = x.detach().contiguous().numpy()
-        codes, scales = fused.qsgd_encode(values, given, seed, self.bucket, self.bits)
+        codes, scales = fused.qsgd_encode(values, given, seed, self.bucket, self.bits, self.nearest)
         scales_t = torch.from_numpy(scales)
         if given is None and bool((scales_t == 0).any()):
             # an all-zero bucket's scale is a signed zero, whose sign follows torch's reductions
@@ -236,7 +256,7 @@ class QSGD(Codec):
         spacing = (received.tensors["scales"].to(torch.float64) * (2 / self.levels)).to(torch.float32)
         codes, scales = ring.qsgd_requantize(
             received.tensors["codes"].contiguous().numpy(), spacing.contiguous().numpy(), x.numpy(),
-            weight, seed_for(key, "qsgd", shared=False), self.bucket, self.bits, self.levels / 2,
+            weight, seed_for(key, "qsgd", shared=False), self.bucket, self.bits, self.levels / 2, self.nearest,
         )  # fmt: skip
         scales_t = torch.from_numpy(scales)
         # a zero scale's sign, and float64 math for tiny ones, are the reference's to decide
@@ -396,6 +416,6 @@ class QSGD(Codec):
 
 
 @CODECS.register("qsgd", **PARAMS)
-def build_qsgd(bits: int, bucket: int, norm: str, shared: bool) -> QSGD:
-    """stochastic b-bit quantization, one scale per bucket, unbiased"""
-    return QSGD(bits, bucket, norm, shared)
+def build_qsgd(bits: int, bucket: int, norm: str, shared: bool, rounding: str) -> QSGD:
+    """b-bit quantization, one scale per bucket; stochastic rounding (unbiased) by default"""
+    return QSGD(bits, bucket, norm, shared, rounding)

@@ -80,6 +80,11 @@ class StackCodec(Codec):
         """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
         return None if self.outer.keyed_values() is None else KeyedValues(self.outer, self.inner)  # type: ignore[arg-type]
 
+    def under_memory(self) -> StackCodec:
+        """Both parts' variants for a memory (the inner codec's rounding)."""
+        outer, inner = self.outer.under_memory(), self.inner.under_memory()
+        return self if (outer, inner) == (self.outer, self.inner) else StackCodec(outer, inner)
+
     def with_shared_scale(self) -> StackCodec:
         """The stack with the inner codec in shared-scale mode (summable with random-k)."""
         if self.needs_shared_scale:

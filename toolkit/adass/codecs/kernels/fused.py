@@ -83,6 +83,17 @@ def _round(lanes, xs, gain, offset, top, level):
 
 
 @numba.njit(cache=True, nogil=True)
+def _round_nearest(xs, gain, offset, top, level):
+    """``level = clamp(floor(offset + x * gain), 0, top)`` as uint8: ``_round`` without the draws."""
+    zero = np.float32(0.0)
+    for i in range(xs.size):
+        v = _fma32(xs[i], gain, offset)
+        v = v if v > zero else zero
+        v = v if v < top else top
+        level[i] = np.uint8(np.int16(v))
+
+
+@numba.njit(cache=True, nogil=True)
 def _pack4(level, out):
     """Two 4-bit codes a byte, the first in the low nibble (``level`` has an even length)."""
     for i in range(out.size):
@@ -90,11 +101,12 @@ def _pack4(level, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode_bucket(xs, lo, m, out, state, last, words, level, bits):
+def _encode_bucket(xs, lo, m, out, state, last, words, level, bits, nearest):
     """Round bucket ``xs`` (the values from ``lo`` on) with scale ``m`` and pack it ``bits`` (4 or
     8) wide into ``out``. ``state``: SFC64 state, one word per 4 values from value 0 on, so a word
     whose lanes straddle two buckets is drawn once: ``last[0]`` keeps the latest word drawn.
-    ``words`` and ``level`` are scratch of at least ``(len(xs) + 7) // 4 + 1`` and ``len(xs) + 1``."""
+    ``words`` and ``level`` are scratch of at least ``(len(xs) + 7) // 4 + 1`` and ``len(xs) + 1``.
+    ``nearest``: round to the nearest level, drawing nothing."""
     count = xs.size
     hi = lo + count
     half = np.float32((2**bits - 2) // 2)
@@ -103,6 +115,15 @@ def _encode_bucket(xs, lo, m, out, state, last, words, level, bits):
     one = np.float32(1.0)
     zero = np.float32(0.0)
     gain = (one / (m if m > zero else one)) * half
+    if nearest:
+        if bits == 8:
+            _round_nearest(xs, gain, half + np.float32(0.5), top, out[lo:hi])
+        else:
+            _round_nearest(xs, gain, half + np.float32(0.5), top, level[:count])
+            if count & 1:
+                level[count] = 0
+            _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+        return
     wlo = lo >> 2
     made = (lo + 3) >> 2  # words drawn for the values before lo
     for j in range(wlo, (hi + 3) >> 2):
@@ -121,9 +142,10 @@ def _encode_bucket(xs, lo, m, out, state, last, words, level, bits):
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode(x, scale, out, state, bucket, bits, given):
+def _encode(x, scale, out, state, bucket, bits, given, nearest):
     """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
-    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values."""
+    unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values
+    (``nearest``: not used)."""
     n = x.size
     words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
     level = np.zeros(bucket + 1, dtype=np.uint8)
@@ -136,7 +158,7 @@ def _encode(x, scale, out, state, bucket, bits, given):
         else:
             m = _max_abs(x[lo:hi])
             scale[b] = m
-        _encode_bucket(x[lo:hi], lo, m, out, state, last, words, level, bits)
+        _encode_bucket(x[lo:hi], lo, m, out, state, last, words, level, bits, nearest)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -180,9 +202,10 @@ def _decode4(codes, spacing, out, bucket, centre):
 
 
 def qsgd_encode(
-    x: np.ndarray, scale: np.ndarray | None, seed: int, bucket: int, bits: int
+    x: np.ndarray, scale: np.ndarray | None, seed: int, bucket: int, bits: int, nearest: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Packed codes and per-bucket scales of float32 ``x`` (``scale`` given: used as it is)."""
+    """Packed codes and per-bucket scales of float32 ``x`` (``scale`` given: used as it is);
+    stochastic rounding with ``seed``, or to the nearest level."""
     n = x.size
     if bits == 4 and bucket % 2:
         raise ValueError("fused 4-bit encode needs an even bucket")
@@ -190,7 +213,7 @@ def qsgd_encode(
     given = scale is not None
     scales = scale if given else np.empty(nb, dtype=np.float32)
     out = np.empty((n * bits + 7) // 8, dtype=np.uint8)
-    _encode(x, scales, out, sfc64_state(seed), bucket, bits, given)
+    _encode(x, scales, out, sfc64_state(seed), bucket, bits, given, nearest)
     return out, scales
 
 

@@ -41,9 +41,9 @@ def _decode_add(codes, lo, d, centre, x, weight, bits, tmp):
 
 
 @numba.njit(cache=True, nogil=True)
-def _requantize(codes, spacing, x, weight, scale, out, state, bucket, bits, centre):
+def _requantize(codes, spacing, x, weight, scale, out, state, bucket, bits, centre, nearest):
     """Decode ``codes`` (``bits`` wide, one spacing per bucket), add ``x * weight``, and encode the
-    sum into ``out`` and ``scale``, bucket by bucket."""
+    sum into ``out`` and ``scale``, bucket by bucket (``nearest``: to the nearest level)."""
     n = x.size
     tmp = np.empty(bucket, dtype=np.float32)
     words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
@@ -56,7 +56,7 @@ def _requantize(codes, spacing, x, weight, scale, out, state, bucket, bits, cent
         _decode_add(codes, lo, spacing[b], centre, x[lo:hi], weight, bits, sums)
         m = _max_abs(sums)
         scale[b] = m
-        _encode_bucket(sums, lo, m, out, state, last, words, level, bits)
+        _encode_bucket(sums, lo, m, out, state, last, words, level, bits, nearest)
 
 
 def qsgd_requantize(
@@ -68,8 +68,10 @@ def qsgd_requantize(
     bucket: int,
     bits: int,
     centre: float,
+    nearest: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Packed codes and bucket scales of ``decode(codes) + x * weight``, encoded with ``seed``.
+    """Packed codes and bucket scales of ``decode(codes) + x * weight``, encoded with ``seed`` (or
+    rounded to the nearest level).
 
     ``codes``: the received payload's codes, ``bits`` (4 or 8) wide, the width it is encoded with
     too; ``spacing``: its per-bucket level spacing (float32); ``centre``: the level of zero.
@@ -81,7 +83,7 @@ def qsgd_requantize(
     out = np.empty((n * bits + 7) // 8, dtype=np.uint8)
     _requantize(
         codes, spacing, x, np.float32(weight), scales, out, sfc64_state(seed), bucket, bits,
-        np.float32(centre),
+        np.float32(centre), nearest,
     )  # fmt: skip
     return out, scales
 
