@@ -27,7 +27,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check toolkit tests
+	$(BIN)/ruff check toolkit tests dashboards
+	$(BIN)/ruff format --check toolkit tests dashboards
 
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out

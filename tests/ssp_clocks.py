@@ -8,7 +8,9 @@ from fractions import Fraction
 import pandas as pd
 
 
-def ahead_at_each_push(traffic: pd.DataFrame, steps: pd.DataFrame, servers: list[int], batch_size: int) -> list[Fraction]:
+def ahead_at_each_push(
+    traffic: pd.DataFrame, steps: pd.DataFrame, servers: list[int], batch_size: int
+) -> list[Fraction]:
     """How far the pushing worker's clock was ahead of the slowest's when each push reached a server:
     from the servers' push records, in the order each server received them, epoch by epoch. A
     worker's clock is its progress through its own share in plan steps (``ps_async.py``): pushes

@@ -14,7 +14,9 @@ TINY = ["--data", "synthetic:n=120,d=4,classes=3,test=30", "--model", "mlp:hidde
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "adass.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "adass.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_lists_every_option_with_allowed_values():

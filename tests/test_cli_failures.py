@@ -129,11 +129,16 @@ def test_the_memory_check_counts_every_rank_this_host_holds():
     available = psutil.virtual_memory().available
     # a model that fits once but not eight times: one rank passes, eight embedded ranks do not
     hidden = 1
-    while parameter_count(f"mlp:hidden={hidden},layers=2", data.shape, 2) * BYTES_PER_PARAMETER < 0.2 * available:
+    while (
+        parameter_count(f"mlp:hidden={hidden},layers=2", data.shape, 2) * BYTES_PER_PARAMETER
+        < 0.2 * available
+    ):
         hidden *= 2
     spec = f"mlp:hidden={hidden},layers=2"
     check_model_fits(RunConfig.from_flat(data=data.name, model=spec), data)
     with pytest.raises(SpecError, match="for 8 ranks on this host"):
         check_model_fits(RunConfig.from_flat(data=data.name, model=spec, workers=8), data)
     # a cluster elsewhere: its hosts are not this one, so nothing is refused here
-    check_model_fits(RunConfig.from_flat(data=data.name, model=spec, workers=8, scheduler="tcp://10.0.0.1:8786"), data)
+    check_model_fits(
+        RunConfig.from_flat(data=data.name, model=spec, workers=8, scheduler="tcp://10.0.0.1:8786"), data
+    )

@@ -8,7 +8,9 @@ from adass.registry import Param, Registry, SpecError, parse_spec
 def make_registry() -> Registry:
     reg = Registry("thing")
 
-    @reg.register("alpha", ratio=Param(0.5, "a share", low=0.0, high=1.0), bits=Param(8, "width", low=1, high=16))
+    @reg.register(
+        "alpha", ratio=Param(0.5, "a share", low=0.0, high=1.0), bits=Param(8, "width", low=1, high=16)
+    )
     def alpha(ratio, bits, **context):
         return ("alpha", ratio, bits, context)
 
@@ -70,7 +72,11 @@ def test_a_plug_in_entry_gives_widgets_panel_can_render():
 
     entry = SAMPLERS.entry("adass")
     editor = SAMPLERS.editor("adass:eps=0.3,lipschitz=empirical")
-    assert isinstance(editor, param.Parameterized) and (editor.eps, editor.lipschitz, editor.warmup) == (0.3, "empirical", 2)
+    assert isinstance(editor, param.Parameterized) and (editor.eps, editor.lipschitz, editor.warmup) == (
+        0.3,
+        "empirical",
+        2,
+    )
     pane = pn.Param(editor, parameters=list(entry.params))
     widgets = {w.name: w for w in pane.layout if isinstance(w, pn.widgets.Widget) and w.name}
     assert sorted(widgets) == sorted(editor.param[k].label for k in entry.params)
@@ -82,7 +88,12 @@ def test_a_plug_in_entry_gives_widgets_panel_can_render():
     editor.param.update(eps=0.5, refresh=3)
     spec = entry.spec(editor.param.values())
     assert spec == "adass:eps=0.5,lipschitz=empirical,refresh=3"
-    assert SAMPLERS.resolve(spec)[1] == {**SAMPLERS.resolve("adass")[1], "eps": 0.5, "lipschitz": "empirical", "refresh": 3}
+    assert SAMPLERS.resolve(spec)[1] == {
+        **SAMPLERS.resolve("adass")[1],
+        "eps": 0.5,
+        "lipschitz": "empirical",
+        "refresh": 3,
+    }
 
 
 def test_every_registered_plug_in_gives_a_parameterized_class():
@@ -92,5 +103,7 @@ def test_every_registered_plug_in_gives_a_parameterized_class():
         for entry in registry:
             cls = entry.parameterized()
             instance = cls()
-            assert {k: getattr(instance, k) for k in entry.params} == {k: p.default for k, p in entry.params.items()}
+            assert {k: getattr(instance, k) for k in entry.params} == {
+                k: p.default for k, p in entry.params.items()
+            }
             assert registry.validate(entry.spec(instance.param.values())) == entry.name

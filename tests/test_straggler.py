@@ -30,7 +30,9 @@ def test_a_rotating_straggler_slows_each_replica_in_turn():
     assert slowed == [[0]] * 3 + [[1]] * 3 + [[2]] * 3 + [[0]] * 3
 
 
-@pytest.mark.parametrize("text", ["x", "1", "-1:0.1", "1:0", "1:61", "rotate:0.1", "rotate:0.1:0", "a:b", "1:0.1:2"])
+@pytest.mark.parametrize(
+    "text", ["x", "1", "-1:0.1", "1:0", "1:61", "rotate:0.1", "rotate:0.1:0", "a:b", "1:0.1:2"]
+)
 def test_a_bad_straggler_is_refused_in_one_line(text):
     with pytest.raises(SpecError) as info:
         RunConfig.from_flat(workers=2, straggler=text)
@@ -40,7 +42,9 @@ def test_a_bad_straggler_is_refused_in_one_line(text):
 
 
 def test_a_straggler_must_be_a_replica_of_the_run():
-    with pytest.raises(SpecError, match=r"--straggler: rank 2 is not a replica of --workers 2; expected 0..1"):
+    with pytest.raises(
+        SpecError, match=r"--straggler: rank 2 is not a replica of --workers 2; expected 0..1"
+    ):
         RunConfig.from_flat(workers=2, straggler="2:0.1")
     with pytest.raises(SpecError, match="--straggler.*needs --workers"):
         RunConfig.from_flat(straggler="0:0.1")

@@ -16,7 +16,11 @@ def test_quick_colocated_bench_writes_its_table_and_goals(tmp_path, capsys):
     plan = dml_colocated.QUICK_PLAN
     p, s = plan.workers, plan.servers
     assert list(zip(table["update"], table["placement"], strict=True)) == [
-        ("replica", "dedicated"), ("replica", "colocated"), ("server", "dedicated"), ("server", "colocated")]
+        ("replica", "dedicated"),
+        ("replica", "colocated"),
+        ("server", "dedicated"),
+        ("server", "colocated"),
+    ]
     by = table.set_index(["update", "placement"])
     for update in ("replica", "server"):
         # the ranks that exchanged: P replicas, plus S server workers only where they are dedicated

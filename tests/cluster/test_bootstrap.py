@@ -14,5 +14,7 @@ def test_the_store_binds_the_masters_address_only():
     client = rendezvous_store("127.0.0.1", port, 1, 2, timeout)
     client.set("key", "value")
     assert server.get("key") == b"value"
-    listening = [c.laddr for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port]
+    listening = [
+        c.laddr for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port
+    ]
     assert listening and all(address.ip == "127.0.0.1" for address in listening)

@@ -129,5 +129,7 @@ def test_a_run_folder_of_the_layout_before_epoch_folders_still_resumes(straight,
     (root / "latest.json").unlink()
     assert main(["train", "--resume", str(run), "--epochs", "5", "--quiet"]) == 0
     assert read_checkpoint(run).epoch == 4
-    assert not list(root.glob("rank*.pt")) and not (root / "state.json").exists()  # replaced by epoch 4's folder
+    assert (
+        not list(root.glob("rank*.pt")) and not (root / "state.json").exists()
+    )  # replaced by epoch 4's folder
     assert list(pd.read_parquet(run / "eval.parquet")["epoch"]) == [0, 1, 2, 3, 4]

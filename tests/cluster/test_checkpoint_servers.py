@@ -21,7 +21,11 @@ def test_resharding_the_replicas_keeps_the_server_shards_files(tmp_path):
     checkpoint = Checkpoint(0, folder, {}, {"workers": 2})
     resharded = reshard_checkpoint(checkpoint, config.replace(workers=3), dataset)
     assert sorted(p.name for p in resharded.folder.glob("*.pt")) == [
-        "rank0.pt", "rank1.pt", "rank2.pt", "server0.pt", "server1.pt"
+        "rank0.pt",
+        "rank1.pt",
+        "rank2.pt",
+        "server0.pt",
+        "server1.pt",
     ]
     for shard in range(2):
         name = f"server{shard}.pt"

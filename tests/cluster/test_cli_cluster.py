@@ -46,7 +46,9 @@ def test_resume_without_checkpoint_is_one_clear_line(tmp_path, capsys):
 def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsys):
     with dask_processes(tmp_path, workers=2) as lab:
         out = tmp_path / "run"
-        code = main(["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", lab.address, "--out", str(out)])
+        code = main(
+            ["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", lab.address, "--out", str(out)]
+        )
         assert code == 0
         assert len(pd.read_parquet(out / "eval.parquet")) == 2
 
@@ -99,7 +101,9 @@ def test_compare_runs_every_sampler_exchange_and_codec_on_one_cluster(tmp_path, 
     table = pd.read_csv(out / "compare.csv")
     assert list(table.columns) == DISTRIBUTED_COLUMNS
     assert len(table) == (2 + 2) * 2 * 2  # full, adass and ADASS's two controls, per exchange and codec
-    full_fp32 = table[(table["sampler"] == "full") & (table["exchange"] == "ring") & (table["codec"] == "fp32")]
+    full_fp32 = table[
+        (table["sampler"] == "full") & (table["exchange"] == "ring") & (table["codec"] == "fp32")
+    ]
     assert full_fp32["backprop_frac"].item() == 1.0
     ring = table[(table["exchange"] == "ring") & (table["sampler"] == "full")].set_index("codec")
     assert ring.loc["randk:ratio=0.1", "wire_bytes"] < 0.3 * ring.loc["fp32", "wire_bytes"]

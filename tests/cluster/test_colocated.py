@@ -23,7 +23,9 @@ def test_colocated_servers_own_their_shards_and_resume_from_the_replicas_files(c
     assert sorted(p.name for p in folder.glob("*.pt")) == ["rank0.pt", "rank1.pt", "rank2.pt"]
     held = [torch.load(folder / f"rank{r}.pt", weights_only=True)["exchange"] for r in range(3)]
     assert ["shard" in state for state in held] == [True, True, False]
-    resumed = train_distributed(config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    resumed = train_distributed(
+        config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
+    )
     straight = simulate_run(config.replace(epochs=3, exchange="ps:servers=2,update=server"))
     for ours, theirs in zip(resumed.parameters, straight.extra["parameters"][0], strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
@@ -39,4 +41,6 @@ def test_a_loss_that_leaves_fewer_replicas_than_colocated_shards_is_refused_in_o
     with pytest.raises(RunFailure) as err:
         _after_loss(cluster, config)
     message = str(err.value)
-    assert "\n" not in message and "3 replicas remain" in message and "servers must be <= workers (3)" in message
+    assert (
+        "\n" not in message and "3 replicas remain" in message and "servers must be <= workers (3)" in message
+    )

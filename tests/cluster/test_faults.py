@@ -47,11 +47,15 @@ def test_a_killed_worker_ends_the_run_with_one_line_naming_it_well_before_the_ti
     assert time.time() - killed["at"] < 300  # not the 600 s a rank waits on a dead peer
 
 
-def test_a_run_that_loses_a_worker_restarts_from_its_checkpoint_and_matches_the_uninterrupted_run(own_cluster, tmp_path):
+def test_a_run_that_loses_a_worker_restarts_from_its_checkpoint_and_matches_the_uninterrupted_run(
+    own_cluster, tmp_path
+):
     config = RunConfig.from_flat(**BASE, timeout_s=120)
     straight = train_distributed(config, handle=own_cluster, checkpoint_dir=tmp_path / "straight")
     progress, address, _ = _kill_rank_after_first_epoch(own_cluster, rank=1)
-    result = train_distributed(config, handle=own_cluster, progress=progress, checkpoint_dir=tmp_path / "killed")
+    result = train_distributed(
+        config, handle=own_cluster, progress=progress, checkpoint_dir=tmp_path / "killed"
+    )
     assert len(result.faults) == 1 and result.faults[0]["resumed_from_epoch"] == 0
     assert (tmp_path / "killed" / "faults.json").exists()
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]

@@ -32,7 +32,9 @@ def reference_weights(config: RunConfig, workers: int) -> list[torch.Tensor]:
                   for r, shard in enumerate(shards)]  # fmt: skip
         steps = math.ceil(sum(order.numel() for order in orders) / o.batch_size)
         for s in range(steps):  # every replica's order split evenly over the steps
-            idx = torch.cat([order[s * order.numel() // steps : (s + 1) * order.numel() // steps] for order in orders])
+            idx = torch.cat(
+                [order[s * order.numel() // steps : (s + 1) * order.numel() // steps] for order in orders]
+            )
             if idx.numel() == 0:  # no samples anywhere: no step
                 continue
             loss = F.cross_entropy(model(ds.x_train[idx]), ds.y_train[idx])
@@ -54,7 +56,11 @@ def test_two_workers_match_single_process_training(cluster, exchange):
     assert int(steps["samples"].sum()) == 2 * 203
     traffic = result.sink.frame(TrafficRecord)
     phases = set(traffic["phase"])
-    assert ({"push", "pull"} <= phases) if exchange.startswith("ps") else ({"reduce_scatter", "all_gather"} <= phases)
+    assert (
+        ({"push", "pull"} <= phases)
+        if exchange.startswith("ps")
+        else ({"reduce_scatter", "all_gather"} <= phases)
+    )
 
 
 def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster, tmp_path):
@@ -69,8 +75,11 @@ def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster, tmp_path):
 
     config = RunConfig.from_flat(**base, codec="qsgd:bits=8", exchange="ring:strategy=shared_scale",
                                  sampler="adass:eps=0.3,warmup=1,final=1")  # fmt: skip
-    result = train_distributed(config, handle=cluster, store=store, progress=progress, checkpoint_dir=tmp_path)
+    result = train_distributed(
+        config, handle=cluster, store=store, progress=progress, checkpoint_dir=tmp_path
+    )
     assert result.final.test_acc >= exact.final.test_acc - 0.03
+
     def gradient_bytes(run) -> int:  # the codec's share: without the budget agreement's bytes
         traffic = run.sink.frame(TrafficRecord)
         return int(traffic.loc[traffic["phase"] != "agree", "wire_bytes"].sum())
@@ -128,7 +137,9 @@ def test_ps_servers_owning_their_shard_resume_from_a_checkpoint(cluster, tmp_pat
                                  exchange="ps:servers=1,update=server", codec="fp32", seed=4)  # fmt: skip
     train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
     assert (read_checkpoint(tmp_path).folder / "server0.pt").exists()
-    resumed = train_distributed(config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    resumed = train_distributed(
+        config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
+    )
     straight = simulate_run(config.replace(epochs=3)).extra["parameters"][0]
     for ours, theirs in zip(resumed.parameters, straight, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)

@@ -20,12 +20,18 @@ def config_for(exchange: str, workers: int, **options) -> RunConfig:
 
 
 def test_an_async_server_resumes_from_its_checkpoint_on_dask(cluster, tmp_path):
-    config = config_for("ps:servers=1,update=server,mode=async", 1, schedule="constant")  # the same rates at 2 and 3 epochs
+    config = config_for(
+        "ps:servers=1,update=server,mode=async", 1, schedule="constant"
+    )  # the same rates at 2 and 3 epochs
     first = train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
     saved = torch.load(read_checkpoint(tmp_path).folder / "server0.pt", weights_only=True)
     assert saved["versions"] == [len(first.sink.frame(StepRecord))]  # every step applied, once
-    resumed = train_distributed(config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True)
-    straight = simulate_run(config_for("ps:servers=1,update=server", 1, schedule="constant", epochs=3)).extra["parameters"][0]
+    resumed = train_distributed(
+        config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
+    )
+    straight = simulate_run(config_for("ps:servers=1,update=server", 1, schedule="constant", epochs=3)).extra[
+        "parameters"
+    ][0]
     for ours, theirs in zip(resumed.parameters, straight, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
 
@@ -46,7 +52,9 @@ def test_a_resumed_async_run_shares_its_first_epoch_out_by_the_saved_throughput(
     folder = read_checkpoint(tmp_path).folder
     rates = [torch.load(folder / f"rank{r}.pt", weights_only=True)["throughput"]["rate"] for r in range(2)]
     assert 0 < rates[0] < rates[1]  # the straggler measured slower
-    resumed = train_distributed(config.replace(epochs=2), handle=cluster, checkpoint_dir=tmp_path, resume=True)
+    resumed = train_distributed(
+        config.replace(epochs=2), handle=cluster, checkpoint_dir=tmp_path, resume=True
+    )
     steps = resumed.sink.frame(StepRecord)
     per_rank = steps[steps.epoch == 1].groupby("rank").size()
     assert per_rank[0] < per_rank[1]  # without the saved estimates the epoch would keep equal shares

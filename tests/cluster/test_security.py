@@ -27,7 +27,12 @@ print("JOINED", attempt, client.run(lambda: 1))
 
 
 def _as_nobody(address: str, security, attempt: str) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "HOME": "/tmp", "CERT": security.tls_client_cert, "KEY": security.tls_client_key}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": "/tmp",
+        "CERT": security.tls_client_cert,
+        "KEY": security.tls_client_key,
+    }
     return subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", INTRUDER, address,
          attempt],

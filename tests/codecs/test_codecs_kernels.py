@@ -28,8 +28,6 @@ def _chunk(n: int, kind: str) -> torch.Tensor:
     return x
 
 
-
-
 @pytest.mark.parametrize("spec", QSGD)
 @pytest.mark.parametrize("kind", ["randn", "zero", "negative zero", "zero buckets"])
 def test_fused_qsgd_payloads_and_decodes_are_the_referenceraw_bytes(spec, kind):
@@ -43,7 +41,12 @@ def test_fused_qsgd_payloads_and_decodes_are_the_referenceraw_bytes(spec, kind):
         ref, fused = reference_and_fused(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
         assert ref.header == fused.header
         for name in ref.tensors:
-            assert torch.equal(raw_bytes(ref.tensors[name]), raw_bytes(fused.tensors[name])), (spec, kind, n, name)
+            assert torch.equal(raw_bytes(ref.tensors[name]), raw_bytes(fused.tensors[name])), (
+                spec,
+                kind,
+                n,
+                name,
+            )
         decoded = reference_and_fused(lambda c=codec, p=ref: c.decode(p))
         assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1])), (spec, kind, n)
         out = torch.empty(n)

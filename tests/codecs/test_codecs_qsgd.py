@@ -107,9 +107,7 @@ def test_shared_scale_codes_add_exactly(workers: int, bits: int, norm: str) -> N
     base = ChunkKey(seed=3, step=11, chunk=2)
     xs = [chunk(n, seed=w) * (w + 1) for w in range(workers)]
     agreed = torch.stack([codec.local_scale(x) for x in xs]).amax(0)
-    payloads = [
-        codec.encode(x, dataclasses.replace(base, rank=w), scale=agreed) for w, x in enumerate(xs)
-    ]
+    payloads = [codec.encode(x, dataclasses.replace(base, rank=w), scale=agreed) for w, x in enumerate(xs)]
     total = payloads[0]
     for p in payloads[1:]:  # ring order: one payload joins per hop
         total = codec.add(total, p)

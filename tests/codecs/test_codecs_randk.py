@@ -60,9 +60,7 @@ def test_wire_bytes_values_only(key: ChunkKey) -> None:
     assert payload.nbytes / payload.raw_bytes == pytest.approx(0.0103)
 
 
-@pytest.mark.parametrize(
-    "n,ratio,k", [(0, 0.5, 0), (1, 0.01, 1), (10, 0.001, 1), (50, 0.0, 1), (7, 1.0, 7)]
-)
+@pytest.mark.parametrize("n,ratio,k", [(0, 0.5, 0), (1, 0.01, 1), (10, 0.001, 1), (50, 0.0, 1), (7, 1.0, 7)])
 def test_k_is_at_least_one(n: int, ratio: float, k: int, key: ChunkKey) -> None:
     codec = RandomK(ratio=ratio, scale=False)
     x = chunk(n)
@@ -113,15 +111,15 @@ def test_randk_plus_qsgd_wire_bytes(key: ChunkKey) -> None:
 def test_randk_plus_shared_scale_qsgd_adds_exactly(workers: int) -> None:
     codec = make_codec("randk:ratio=0.05+qsgd:bits=4,bucket=16").with_shared_scale()
     assert codec.summable and codec.needs_shared_scale
-    assert codec.name == "randk:ratio=0.05,scale=true+qsgd:bits=4,bucket=16,norm=max,shared=true,rounding=auto"
+    assert (
+        codec.name == "randk:ratio=0.05,scale=true+qsgd:bits=4,bucket=16,norm=max,shared=true,rounding=auto"
+    )
     key = ChunkKey(seed=5, step=1, chunk=0)
     xs = [chunk(2000, w) for w in range(workers)]
     # local_scale needs the key: it scales the values at the shared coordinates
     agreed = torch.stack([codec.local_scale(x, key) for x in xs]).amax(0)
     assert agreed.numel() == math.ceil(100 / 16)
-    payloads = [
-        codec.encode(x, dataclasses.replace(key, rank=w), scale=agreed) for w, x in enumerate(xs)
-    ]
+    payloads = [codec.encode(x, dataclasses.replace(key, rank=w), scale=agreed) for w, x in enumerate(xs)]
     total = payloads[0]
     for p in payloads[1:]:
         total = codec.add(total, p)

@@ -26,13 +26,11 @@ def _chunk(n: int, seed: int, kind: str) -> torch.Tensor:
     return x
 
 
-
 def _same(a, b, label) -> None:
     assert a.header == b.header and a.numel == b.numel, label
     assert a.tensors.keys() == b.tensors.keys(), label
     for name in a.tensors:
         assert torch.equal(raw_bytes(a.tensors[name]), raw_bytes(b.tensors[name])), (label, name)
-
 
 
 @pytest.mark.parametrize("spec", REQUANTIZE)
@@ -45,7 +43,9 @@ def test_fused_requantize_gives_the_reference_payload(spec, kind, weight):
             received = codec.encode(_chunk(n, n, "zero" if kind == "zero" else "randn"), ChunkKey(1, 2, n))
         x = torch.zeros(n) if kind == "zero share" else _chunk(n, n + 1, kind)
         key = ChunkKey(1, 2, n, rank=3, hop=1)
-        ref, fused = reference_and_fused(lambda c=codec, r=received, x=x, k=key: c.requantize(r, x, k, weight))
+        ref, fused = reference_and_fused(
+            lambda c=codec, r=received, x=x, k=key: c.requantize(r, x, k, weight)
+        )
         _same(ref, fused, (spec, kind, weight, n))
 
 

@@ -104,8 +104,7 @@ def test_cache_pickles_empty_and_is_shared_between_threads() -> None:
     cache = IndexCache(max_indices=1000)
     got: list[torch.Tensor] = []
     threads = [
-        threading.Thread(target=lambda: got.append(cache.get("k", lambda: torch.arange(5))))
-        for _ in range(8)
+        threading.Thread(target=lambda: got.append(cache.get("k", lambda: torch.arange(5)))) for _ in range(8)
     ]
     for t in threads:
         t.start()

@@ -59,7 +59,9 @@ def test_a_refused_run_shows_one_line_that_quotes_no_file(tmp_path):
 
 
 def test_the_served_app_reads_its_policy_from_its_flags(tmp_path):
-    policy = app_options(["--data-dir", str(tmp_path), "--allow-scheduler", "tcp://a:1", "--max-workers", "3"])["policy"]
+    policy = app_options(
+        ["--data-dir", str(tmp_path), "--allow-scheduler", "tcp://a:1", "--max-workers", "3"]
+    )["policy"]
     assert policy == RunPolicy((tmp_path,), ("tcp://a:1",), 3)
 
 
@@ -76,4 +78,7 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path):
     feeds = [LiveFeed(), LiveFeed()]
     runs = [BackgroundRun(config, feed, run_id="same", save_dir=tmp_path).start() for feed in feeds]
     assert all(run.join(60) for run in runs)
-    assert sorted(run.outcome.split()[0] for run in runs) == ["failed", "finished"]  # never both in one folder
+    assert sorted(run.outcome.split()[0] for run in runs) == [
+        "failed",
+        "finished",
+    ]  # never both in one folder

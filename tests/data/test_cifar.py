@@ -41,9 +41,7 @@ def test_round_trip(tmp_path):
     data = load_dataset(f"cifar10:{tmp_path},standardize=off")  # the loader's own scale
     assert data.x_train.shape == (10, 3, 32, 32) and data.x_test.shape == (2, 3, 32, 32)
     assert data.shape == (3, 32, 32) and data.classes == 10
-    assert (
-        data.x_train.dtype == torch.float32 and 0 <= data.x_train.min() <= data.x_train.max() <= 1
-    )
+    assert data.x_train.dtype == torch.float32 and 0 <= data.x_train.min() <= data.x_train.max() <= 1
     first, labels = written["data_batch_1"]
     # row layout: 1024 red values, then green, then blue, each image row-major
     channel, row, col = 1, 4, 7

@@ -22,9 +22,7 @@ def assert_partition(shards: list[torch.Tensor], n: int) -> None:
 def label_skew(labels: torch.Tensor, shards: list[torch.Tensor]) -> float:
     """Mean total-variation distance between each worker's label mix and the global one."""
     overall = torch.bincount(labels).float() / labels.numel()
-    mixes = [
-        torch.bincount(labels[s], minlength=overall.numel()).float() / s.numel() for s in shards
-    ]
+    mixes = [torch.bincount(labels[s], minlength=overall.numel()).float() / s.numel() for s in shards]
     return sum(0.5 * (m - overall).abs().sum().item() for m in mixes) / len(mixes)
 
 

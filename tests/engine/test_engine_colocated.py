@@ -46,6 +46,9 @@ def test_a_served_shard_stays_with_its_rank_when_replicas_are_resharded():
               for r, s in enumerate(old)]  # fmt: skip
     new = [ReplicaState.shard(config, dataset, r, 2).indices for r in range(2)]
     out = reshard_states(states, [s.indices for s in old], new, old[0].sampler.state_layout, dataset.n_train)
-    assert [torch.equal(s["exchange"]["shard"]["params"], torch.full((3,), float(r))) for r, s in enumerate(out)] == [
-        True, True,
+    assert [
+        torch.equal(s["exchange"]["shard"]["params"], torch.full((3,), float(r))) for r, s in enumerate(out)
+    ] == [
+        True,
+        True,
     ]

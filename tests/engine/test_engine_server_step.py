@@ -40,7 +40,9 @@ def test_server_step_equals_the_replicas_own_step(options):
         assert all(torch.equal(a, b) for a, b in zip(ours, servers_step[0], strict=True))  # replicas agree
 
 
-def serve(steps: int, saved: bytes | None = None, grads_seed: int = 0, first: int = 0) -> tuple[bytes, torch.Tensor]:
+def serve(
+    steps: int, saved: bytes | None = None, grads_seed: int = 0, first: int = 0
+) -> tuple[bytes, torch.Tensor]:
     """Two workers and one server owning a 10-value shard (update=server), ``steps`` steps from step
     ``first``, the server's state loaded from ``saved`` first; return its state and the last pull."""
     config = RunConfig.from_flat(lr=0.1, momentum=0.9, weight_decay=0.01, schedule="step", epochs=4)
@@ -89,4 +91,6 @@ def test_a_step_without_samples_leaves_the_shard_as_it_is():
 def test_a_shard_of_another_size_is_refused():
     config = RunConfig.from_flat(lr=0.1)
     with pytest.raises(ValueError, match="does not fit"):
-        ShardOptimizer(torch.ones(4), config).load_state_dict(ShardOptimizer(torch.ones(5), config).state_dict())
+        ShardOptimizer(torch.ones(4), config).load_state_dict(
+            ShardOptimizer(torch.ones(5), config).state_dict()
+        )

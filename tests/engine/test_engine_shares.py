@@ -91,7 +91,9 @@ def spy_on_samplers(monkeypatch) -> list[list[tuple]]:
 @pytest.mark.parametrize("mode", ["mode=async", "mode=ssp,staleness=1"])
 def test_every_selected_sample_is_backpropagated_once_per_epoch_and_its_owner_hears_it(monkeypatch, mode):
     logs = spy_on_samplers(monkeypatch)
-    config = config_for(f"ps:servers=1,update=server,{mode}", 3, sampler="adass:eps=0.4,warmup=1,final=0", epochs=4)
+    config = config_for(
+        f"ps:servers=1,update=server,{mode}", 3, sampler="adass:eps=0.4,warmup=1,final=0", epochs=4
+    )
     result = train(config, replicas=3)
     steps = result.sink.frame(StepRecord)
     for log in logs:
@@ -103,7 +105,9 @@ def test_every_selected_sample_is_backpropagated_once_per_epoch_and_its_owner_he
             # every selected position of this owner observed exactly once, whoever trained on it
             assert sorted(seen.tolist()) == sorted(chosen.tolist()), f"epoch {epoch}"
     for epoch, rows in steps.groupby("epoch"):
-        selected = sum(int(next(e[2] for e in log if e[0] == "select" and e[1] == epoch).numel()) for log in logs)
+        selected = sum(
+            int(next(e[2] for e in log if e[0] == "select" and e[1] == epoch).numel()) for log in logs
+        )
         assert rows.samples.sum() == selected  # and nothing backpropagated twice
     later = steps[steps.epoch >= 1].groupby(["epoch", "rank"]).samples.sum().unstack()
     assert (later[1] < later[0]).all() and (later[1] < later[2]).all()  # the straggler took less

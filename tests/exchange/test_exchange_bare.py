@@ -38,7 +38,9 @@ def test_a_payload_that_breaks_its_template_is_refused() -> None:
     with pytest.raises(RuntimeError, match="template"):
         layout.pack(codec.encode(torch.randn(99), ChunkKey(0, 0, 0)), None)
     shared = make_codec("qsgd:bits=8,shared=true")
-    wide = shared.add(*(shared.encode(torch.ones(100), ChunkKey(0, 0, 0), scale=torch.ones(1)) for _ in range(2)))
+    wide = shared.add(
+        *(shared.encode(torch.ones(100), ChunkKey(0, 0, 0), scale=torch.ones(1)) for _ in range(2))
+    )
     with pytest.raises(RuntimeError, match="header"):
         layout.pack(wide, None)
 

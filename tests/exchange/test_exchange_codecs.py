@@ -62,7 +62,9 @@ def test_random_k_keeps_the_same_coordinates_everywhere(exchange: str) -> None:
 @pytest.mark.parametrize("workers, n", [(1, 5), (2, 1), (3, 0), (3, 1001), (5, 3), (5, 2000), (3, 30_000)])
 @pytest.mark.parametrize("counts", [None, "counted"])
 @pytest.mark.parametrize("exchange", ["ring", "ring:segment_kb=1"])
-def test_ring_random_k_is_the_weighted_mean_of_the_kept_values(exchange: str, workers: int, n: int, counts) -> None:
+def test_ring_random_k_is_the_weighted_mean_of_the_kept_values(
+    exchange: str, workers: int, n: int, counts
+) -> None:
     # the ring adds only the kept values: the result is the count-weighted mean of every rank's
     # random-k estimate of its gradient, the same coordinates on every rank
     counts = [1.0 + 2 * r for r in range(workers)] if counts else None

@@ -27,7 +27,9 @@ def test_cuda_gradients_reduce_like_cpu_ones(spec: str, codec: str, monkeypatch:
     counts = [[1.0, 2.0, 3.0, 4.0]] * 3
     on_cpu = inproc_steps(spec, codec, 5003, counts)
     host_grads = exchange_cases.grads
-    monkeypatch.setattr(exchange_cases, "grads", lambda w, n, seed=0: [g.cuda() for g in host_grads(w, n, seed)])
+    monkeypatch.setattr(
+        exchange_cases, "grads", lambda w, n, seed=0: [g.cuda() for g in host_grads(w, n, seed)]
+    )
     on_gpu = inproc_steps(spec, codec, 5003, counts)
     for gpu_row, cpu_row in zip(on_gpu, on_cpu, strict=True):
         for gpu, cpu in zip(gpu_row, cpu_row, strict=True):

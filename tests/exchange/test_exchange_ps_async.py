@@ -34,7 +34,9 @@ def run(exchange: str, workers: int, **options):
 
 
 @pytest.mark.parametrize("mode", ["mode=async", "mode=ssp,staleness=0", "mode=ssp,staleness=3"])
-@pytest.mark.parametrize("options", [{}, {"sampler": "adass:eps=0.4,warmup=1,final=0", "codec": "qsgd:bits=4"}])
+@pytest.mark.parametrize(
+    "options", [{}, {"sampler": "adass:eps=0.4,warmup=1,final=0", "codec": "qsgd:bits=4"}]
+)
 def test_one_worker_runs_asynchronously_as_it_runs_in_lock_step(mode, options):
     sync = run("ps:servers=2,update=server", 1, **options)
     ours = run(f"ps:servers=2,update=server,{mode}", 1, **options)
@@ -46,7 +48,9 @@ def test_one_worker_runs_asynchronously_as_it_runs_in_lock_step(mode, options):
 @pytest.mark.parametrize("staleness", [0, 2])
 def test_ssp_never_lets_a_worker_run_more_than_its_bound_ahead(staleness):
     workers, straggler = 3, "1:0.05"  # replica 1 sleeps in every step: the others would run ahead
-    ssp = run(f"ps:servers=2,update=server,mode=ssp,staleness={staleness}", workers, straggler=straggler, epochs=2)
+    ssp = run(
+        f"ps:servers=2,update=server,mode=ssp,staleness={staleness}", workers, straggler=straggler, epochs=2
+    )
     free = run("ps:servers=2,update=server,mode=async", workers, straggler=straggler, epochs=2)
     servers = [workers, workers + 1]
     steps = ssp.sink.frame(StepRecord)
@@ -153,9 +157,15 @@ def pushes_from_any(rank: int, world: int) -> list | None:
     t = GlooTransport()
     if rank < 2:
         for i in range(3):
-            t.send(2, Payload({"v": torch.full((5,), float(10 * rank + i))}, 5, {"i": i}, 8), Transfer("push", step=i))
+            t.send(
+                2,
+                Payload({"v": torch.full((5,), float(10 * rank + i))}, 5, {"i": i}, 8),
+                Transfer("push", step=i),
+            )
         return None
-    return [(src, p.header["i"], p.tensors["v"].tolist()) for src, p in (t.recv_any(range(2)) for _ in range(6))]
+    return [
+        (src, p.header["i"], p.tensors["v"].tolist()) for src, p in (t.recv_any(range(2)) for _ in range(6))
+    ]
 
 
 def test_gloo_receives_from_any_source_in_each_sources_order():

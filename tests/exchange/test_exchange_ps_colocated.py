@@ -23,7 +23,9 @@ from adass.registry import SpecError
 def test_colocated_equals_dedicated_bit_for_bit(workers, servers, n, codec, pull):
     gs, counts = grads(workers, n, seed=workers + n), [float(c + 1) for c in range(workers)]
     dedicated = simulate(gs, f"ps:servers={servers},pull={pull}", codec, counts=counts, seed=3, step=5)
-    colocated = simulate(gs, f"ps:servers={servers},pull={pull},colocated=true", codec, counts=counts, seed=3, step=5)
+    colocated = simulate(
+        gs, f"ps:servers={servers},pull={pull},colocated=true", codec, counts=counts, seed=3, step=5
+    )
     for ours, theirs in zip(colocated.outputs, dedicated.outputs, strict=True):
         assert torch.equal(ours, theirs)
 
@@ -45,12 +47,18 @@ def test_a_workers_own_shard_sends_no_message(workers, servers):
 
 def test_the_spec_builds_the_colocated_variant_and_needs_no_extra_ranks():
     hub = InProcHub(3)
-    built = [make_exchange(spec, hub.transport(0), "fp32") for spec in ("ps:servers=2,colocated=true", "ps:servers=2")]
+    built = [
+        make_exchange(spec, hub.transport(0), "fp32")
+        for spec in ("ps:servers=2,colocated=true", "ps:servers=2")
+    ]
     assert type(built[0]) is ColocatedParameterServer and type(built[1]) is ParameterServer
     assert ParameterServer.extra_ranks(servers=2, colocated=True) == 0
     assert ParameterServer.extra_ranks(servers=2) == 2
     assert [built[0].held_shard(), built[1].held_shard()] == [(0, 2), None]
-    assert check("ps:colocated=true", "fp32") == "ps:servers=1,pull=fp32,update=replica,mode=sync,staleness=0,colocated=True"
+    assert (
+        check("ps:colocated=true", "fp32")
+        == "ps:servers=1,pull=fp32,update=replica,mode=sync,staleness=0,colocated=True"
+    )
 
 
 def test_more_servers_than_workers_are_refused_in_one_line():

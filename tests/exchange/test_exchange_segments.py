@@ -37,5 +37,7 @@ def test_a_segmented_gloo_ring_gives_the_whole_chunk_ring_s_bits():
         assert result[NETWORK_SEGMENT_BYTES]["pieces"] == 2 * 2 * (world - 1)
         assert result[20_000]["pieces"] > result[NETWORK_SEGMENT_BYTES]["pieces"]
     for other in results[1:]:
-        assert np.array_equal(other[NETWORK_SEGMENT_BYTES]["result"], results[0][NETWORK_SEGMENT_BYTES]["result"])
+        assert np.array_equal(
+            other[NETWORK_SEGMENT_BYTES]["result"], results[0][NETWORK_SEGMENT_BYTES]["result"]
+        )
     assert multiprocessing.active_children() == []

@@ -95,7 +95,11 @@ def test_momentum_on_both_the_workers_and_the_servers_is_refused_in_one_line():
     from adass.config import RunConfig
 
     with pytest.raises(SpecError, match="update=server") as caught:
-        RunConfig.from_flat(workers=2, exchange="ps:servers=1,update=server", codec="dmc(randk:ratio=0.1,scale=false)")
+        RunConfig.from_flat(
+            workers=2, exchange="ps:servers=1,update=server", codec="dmc(randk:ratio=0.1,scale=false)"
+        )
     assert len(str(caught.value).splitlines()) == 1
     RunConfig.from_flat(workers=2, exchange="ps:servers=1,update=server", codec="fp32")
-    RunConfig.from_flat(workers=2, exchange="ps:servers=1,update=replica", codec="dmc(randk:ratio=0.1,scale=false)")
+    RunConfig.from_flat(
+        workers=2, exchange="ps:servers=1,update=replica", codec="dmc(randk:ratio=0.1,scale=false)"
+    )

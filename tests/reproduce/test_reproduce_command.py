@@ -55,7 +55,9 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr()
     assert printed.out.count("claim ") == 3 and "report.md" in printed.out
     # the run counts first, then one progress line per finished task: [claim] k/n label
-    assert printed.err.startswith("runs of plan 'tiny': claim 1: 14 (samplers 6, processes 4, simulated 4); claim 2: 5; claim 3: 9")
+    assert printed.err.startswith(
+        "runs of plan 'tiny': claim 1: 14 (samplers 6, processes 4, simulated 4); claim 2: 5; claim 3: 9"
+    )
     for claim in ("claim 1, samplers", "claim 1, processes", "claim 1, simulated", "claim 2", "claim 3"):
         assert re.search(rf"^\[{claim}\] \d+/\d+ ", printed.err, re.M)
 

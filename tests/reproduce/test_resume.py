@@ -86,7 +86,9 @@ def test_overwrite_starts_afresh_and_other_plans_do_not_mix(tiny_report, tmp_pat
     # the same arms under another plan's name hash to other keys
     store, config = RunStore(out / RUNS, "tiny"), {"optim": {"seed": 0}}
     other = RunStore(out / RUNS, "quick")
-    assert store.key("grid", config, label="fp32") == RunStore(out / RUNS, "tiny").key("grid", config, label="fp32")
+    assert store.key("grid", config, label="fp32") == RunStore(out / RUNS, "tiny").key(
+        "grid", config, label="fp32"
+    )
     assert store.key("grid", config, label="fp32") != other.key("grid", config, label="fp32")
     assert store.key("grid", config, label="fp32") != store.key("grid", config, label="ef")
 

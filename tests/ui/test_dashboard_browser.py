@@ -229,7 +229,11 @@ def test_image_data_shows_its_extreme_samples_and_the_selection_threshold(browse
     page = browser.new_page(viewport={"width": 1700, "height": 1300})
     page.goto(dashboard.url)
     page.locator(".adass-start button").wait_for(timeout=60_000)
-    for option, value in {"data": "mnist5k", "sampler": "adass:eps=0.2,warmup=1,final=0", "epochs": "3"}.items():
+    for option, value in {
+        "data": "mnist5k",
+        "sampler": "adass:eps=0.2,warmup=1,final=0",
+        "epochs": "3",
+    }.items():
         _fill(page, option, value)
     page.locator(".adass-start button").click()
     # the link to a Dask dashboard is not shown for a run without a cluster
@@ -246,7 +250,9 @@ def test_image_data_shows_its_extreme_samples_and_the_selection_threshold(browse
         assert strip["inked"] > 100 and sum("y=" in label for label in strip["labels"]) == 8
     # switching the x axis starts the range afresh (epochs 0..2 -> backprops in the thousands)
     page.locator(".adass-x-axis select").select_option(label="backprops")
-    _wait_for(lambda: "backprops" in page.evaluate(TITLE_JS, "adass-test_acc"), 30, "the new x axis", dashboard)
+    _wait_for(
+        lambda: "backprops" in page.evaluate(TITLE_JS, "adass-test_acc"), 30, "the new x axis", dashboard
+    )
     page.screenshot(path=str(tmp_path / "in-process-mnist5k.png"), full_page=True)
     assert "DynamicMap must only contain one type" not in dashboard.log.read_text()
     assert "Traceback" not in dashboard.log.read_text()
@@ -265,7 +271,9 @@ def test_a_parameter_server_run_is_drawn_as_a_star_with_its_codec(browser, dashb
     _fill(page, "codec", "qsgd:bits=4")
     page.locator(".adass-start button").click()
     # a star from the first drawing on: the run's configuration says there is a server
-    _wait_for(lambda: page.evaluate(TITLE_JS, "adass-topology").startswith("PS star"), 150, "the star", dashboard)
+    _wait_for(
+        lambda: page.evaluate(TITLE_JS, "adass-topology").startswith("PS star"), 150, "the star", dashboard
+    )
     _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 150, "the run to finish",
               dashboard)  # fmt: skip
     chunks = _wait_for(lambda: "wire/raw" in page.evaluate(TITLE_JS, "adass-chunks") and

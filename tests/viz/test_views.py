@@ -253,7 +253,12 @@ def test_every_traffic_view_of_a_one_process_run_says_it_has_no_exchange():
     one_process = [traffic_heatmap(empty, world=0), chunk_bytes(empty, world=0), topology(empty, world=0)]
     assert [v.opts.get().kwargs["title"] for v in one_process] == [NO_EXCHANGE] * 3
     # a distributed run before its first traffic, and views that are not told the world, keep their titles
-    waiting = [traffic_heatmap(empty, world=4), chunk_bytes(empty, world=4), traffic_heatmap(empty), chunk_bytes(empty)]
+    waiting = [
+        traffic_heatmap(empty, world=4),
+        chunk_bytes(empty, world=4),
+        traffic_heatmap(empty),
+        chunk_bytes(empty),
+    ]
     assert NO_EXCHANGE not in [v.opts.get().kwargs["title"] for v in waiting]
     ring = ring_traffic(world=3)
     assert traffic_heatmap(ring, world=0).opts.get().kwargs["title"].startswith("wire bytes per step")

@@ -33,7 +33,9 @@ def test_colocated_shards_are_drawn_on_the_replicas_that_serve_them():
     assert (ours["pull_messages"] == 3).all() and (theirs["pull_messages"] == 4).all()
     assert held_shards(colocated) == {0: 0, 1: 1} and server_ranks(colocated) == []
     view = topology(colocated, world=4, servers=0)
-    roles = dict(zip(view.Points.II.dimension_values("name"), view.Points.II.dimension_values("role"), strict=True))
+    roles = dict(
+        zip(view.Points.II.dimension_values("name"), view.Points.II.dimension_values("role"), strict=True)
+    )
     assert roles == {"r0+ps0": "replica+server", "r1+ps1": "replica+server", "r2": "replica", "r3": "replica"}
     assert view.opts.get().kwargs["title"].startswith("PS star, colocated")
     labels = sorted(view.Labels.III.dimension_values("text"))

@@ -93,7 +93,9 @@ def _check_out(out_dir: str, overwrite: bool, marker: str) -> Path:
     if out.exists() and not out.is_dir():
         raise SpecError(f"--out: {out_dir!r} is a file, not a folder")
     if (out / marker).exists() and not overwrite:
-        raise SpecError(f"--out: {out_dir!r} already holds results ({marker}); choose another folder or pass --overwrite")
+        raise SpecError(
+            f"--out: {out_dir!r} already holds results ({marker}); choose another folder or pass --overwrite"
+        )
     return out
 
 

@@ -86,7 +86,9 @@ class ReproduceOptions(OutputOptions):
         False, doc="small data, few epochs and seeds: a smoke run of about ten minutes on two cores"
     )
     jobs = param.Integer(
-        1, bounds=(1, None), doc="worker processes for the independent sampler and grid runs (results as with 1)"
+        1,
+        bounds=(1, None),
+        doc="worker processes for the independent sampler and grid runs (results as with 1)",
     )
 
 
@@ -101,10 +103,20 @@ class DashboardOptions(param.Parameterized):
         None, doc="folder of saved runs to compare (searched 3 levels deep); new runs are saved here"
     )
     show = param.Boolean(False, doc="open the page in a browser")
-    data_dir = param.List([], item_type=str, doc="folders the page's runs may read data files from (none: bundled and synthetic data only)")
-    allow_scheduler = param.List([], item_type=str, doc="Dask scheduler addresses the page's runs may use besides --scheduler (none: the embedded cluster only)")
+    data_dir = param.List(
+        [],
+        item_type=str,
+        doc="folders the page's runs may read data files from (none: bundled and synthetic data only)",
+    )
+    allow_scheduler = param.List(
+        [],
+        item_type=str,
+        doc="Dask scheduler addresses the page's runs may use besides --scheduler (none: the embedded cluster only)",
+    )
     max_workers = param.Integer(8, bounds=(1, 256), doc="most workers one run of the page may ask for")
-    token = param.String("", doc="password the page asks for; needed when --address is reachable from other machines")
+    token = param.String(
+        "", doc="password the page asks for; needed when --address is reachable from other machines"
+    )
 
 
 # list option -> the run option each of its items is checked as

@@ -27,7 +27,9 @@ def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord
     bar = tqdm(total=total, desc=desc, unit="epoch", disable=quiet, file=sys.stderr, dynamic_ncols=True)
 
     def update(record: EvalRecord) -> None:
-        bar.set_postfix(kept=f"{record.kept_frac:.2f}", loss=f"{record.train_loss:.3f}", acc=f"{record.test_acc:.3f}")
+        bar.set_postfix(
+            kept=f"{record.kept_frac:.2f}", loss=f"{record.train_loss:.3f}", acc=f"{record.test_acc:.3f}"
+        )
         bar.update(1)
         if bar.total is not None and bar.n >= bar.total:
             bar.close()
@@ -95,7 +97,9 @@ def _writable(out: Path) -> None:
         raise SpecError(f"--out: cannot write in {str(out)!r} ({err.strerror or err})") from None
 
 
-def _summary(config: RunConfig, final: EvalRecord, backprops: float, forwards: float, train_s: float, n: int) -> pd.DataFrame:
+def _summary(
+    config: RunConfig, final: EvalRecord, backprops: float, forwards: float, train_s: float, n: int
+) -> pd.DataFrame:
     full_cost = n * config.optim.epochs
     row = {
         "sampler": config.sampler.sampler, "epochs": config.optim.epochs, "test_acc": final.test_acc,
@@ -145,7 +149,9 @@ def run_resume(folder: Path, changes: dict[str, object] | None = None, quiet: bo
     if changes:
         config = config.replace(**changes)
     if not config.cluster.workers:
-        raise SpecError(f"--resume: {str(folder)!r} is a single-process run; only distributed runs keep checkpoints")
+        raise SpecError(
+            f"--resume: {str(folder)!r} is a single-process run; only distributed runs keep checkpoints"
+        )
     return run_train(config, folder, quiet=quiet, resume=True)
 
 
@@ -175,7 +181,9 @@ def run_compare(
     return 0
 
 
-def run_bench(suite: str, out: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False) -> int:
+def run_bench(
+    suite: str, out: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False
+) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
     ``netlab`` (link rates) runs the ``dml`` suite on a network lab, ``straggler_only`` its straggler

@@ -135,7 +135,9 @@ def warm_up(config: RunConfig, dataset: Dataset) -> None:
         dataset=dataset, selection_records=False)  # fmt: skip
 
 
-def variants(base: RunConfig, samplers: Sequence[str], exchanges: Sequence[str], codecs: Sequence[str]) -> list[Variant]:
+def variants(
+    base: RunConfig, samplers: Sequence[str], exchanges: Sequence[str], codecs: Sequence[str]
+) -> list[Variant]:
     """Every sampler x exchange x codec (validated), the reference first."""
     section = options(SamplerSection)["sampler"]
     specs = [check_option("sampler", section, s) for s in samplers]
@@ -199,7 +201,9 @@ def compare_runs(
                 warm_up(base, dataset)
             done: dict[Variant, dict] = {}
 
-            def record(config: RunConfig, label: str, arm: Variant, seed: int = seed, dataset: Dataset = dataset) -> dict:
+            def record(
+                config: RunConfig, label: str, arm: Variant, seed: int = seed, dataset: Dataset = dataset
+            ) -> dict:
                 progress = progress_factory(label, seed) if progress_factory else None
                 row = run_fn(config, dataset, out_dir, label, progress, handle)
                 rows.append({**row, "exchange": arm.exchange, "codec": arm.codec})

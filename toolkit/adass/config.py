@@ -47,7 +47,9 @@ __all__ = [
 
 
 class DataSection(param.Parameterized):
-    data = param.String("mnist5k", doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, svmlight:PATH)")
+    data = param.String(
+        "mnist5k", doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, svmlight:PATH)"
+    )
     shard = param.String("iid", doc="how the training set is split across workers (iid, dirichlet:alpha=..)")
 
 
@@ -56,7 +58,9 @@ class ModelSection(param.Parameterized):
 
 
 class SamplerSection(param.Parameterized):
-    sampler = param.String("full", doc="sample-selection policy spec (full, random, infobatch, selective_backprop, adass)")
+    sampler = param.String(
+        "full", doc="sample-selection policy spec (full, random, infobatch, selective_backprop, adass)"
+    )
 
 
 class OptimSection(param.Parameterized):
@@ -65,32 +69,73 @@ class OptimSection(param.Parameterized):
     lr = param.Number(0.05, bounds=(1e-8, 100.0), doc="learning rate")
     momentum = param.Number(0.9, bounds=(0.0, 0.999), doc="SGD momentum (0 for plain SGD)")
     weight_decay = param.Number(0.0, bounds=(0.0, 1.0), doc="L2 weight decay")
-    schedule = param.Selector(objects=["constant", "step", "cosine"], default="cosine", doc="learning-rate schedule")
+    schedule = param.Selector(
+        objects=["constant", "step", "cosine"], default="cosine", doc="learning-rate schedule"
+    )
     seed = param.Integer(0, bounds=(0, 2**31 - 1), doc="run seed (data split, init, sampling, codecs)")
-    max_nonfinite = param.Integer(5, bounds=(1, 1_000_000), doc="steps in a row with a non-finite loss or gradient (each skipped) after which the run stops")
+    max_nonfinite = param.Integer(
+        5,
+        bounds=(1, 1_000_000),
+        doc="steps in a row with a non-finite loss or gradient (each skipped) after which the run stops",
+    )
 
 
 class CodecSection(param.Parameterized):
-    codec = param.String("fp32", doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC), mc(SPEC), dmc(SPEC))")
+    codec = param.String(
+        "fp32",
+        doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC), mc(SPEC), dmc(SPEC))",
+    )
 
 
 class ExchangeSection(param.Parameterized):
-    exchange = param.String("ring", doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S,update=replica|server)")
-    link = param.String("", doc="simulated link BANDWIDTH,LATENCY (e.g. 1gbit,50us) that throttles every transfer; empty: none")
+    exchange = param.String(
+        "ring",
+        doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S,update=replica|server)",
+    )
+    link = param.String(
+        "",
+        doc="simulated link BANDWIDTH,LATENCY (e.g. 1gbit,50us) that throttles every transfer; empty: none",
+    )
 
 
 class ClusterSection(param.Parameterized):
-    workers = param.Integer(0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)")
-    scheduler = param.String("", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster")
-    timeout_s = param.Number(300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails")
-    bind = param.String("", doc="interface or address each worker's process group binds (e.g. eth0); empty: the one holding the worker's own Dask address")
-    threads = param.Integer(1, bounds=(0, 1024), doc="torch intra-op threads of every training process, pinned so wall times compare (0: torch's default)")
-    detect_s = param.Number(30.0, bounds=(1.0, 3_600.0), doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)")
-    tls_ca = param.String("", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with")
+    workers = param.Integer(
+        0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)"
+    )
+    scheduler = param.String(
+        "", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster"
+    )
+    timeout_s = param.Number(
+        300.0, bounds=(5.0, 86_400.0), doc="seconds a replica waits for the others before the run fails"
+    )
+    bind = param.String(
+        "",
+        doc="interface or address each worker's process group binds (e.g. eth0); empty: the one holding the worker's own Dask address",
+    )
+    threads = param.Integer(
+        1,
+        bounds=(0, 1024),
+        doc="torch intra-op threads of every training process, pinned so wall times compare (0: torch's default)",
+    )
+    detect_s = param.Number(
+        30.0,
+        bounds=(1.0, 3_600.0),
+        doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)",
+    )
+    tls_ca = param.String(
+        "", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with"
+    )
     tls_cert = param.String("", doc="external scheduler: this client's certificate file (PEM)")
     tls_key = param.String("", doc="external scheduler: this client's private key file (PEM)")
-    straggler = param.String("", doc="slow one replica by a sleep per step: RANK:DELAY_S, or each in turn for STEPS steps: rotate:DELAY_S:STEPS; empty: none")
-    restarts = param.Integer(2, bounds=(0, 100), doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has")
+    straggler = param.String(
+        "",
+        doc="slow one replica by a sleep per step: RANK:DELAY_S, or each in turn for STEPS steps: rotate:DELAY_S:STEPS; empty: none",
+    )
+    restarts = param.Integer(
+        2,
+        bounds=(0, 100),
+        doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has",
+    )
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {
@@ -228,10 +273,18 @@ class RunConfig:
                 raise SpecError(f"--exchange/--workers: {err}") from None
         if self.cluster.workers == 0:
             flat = self.flat()
-            for option, default in {"codec": "fp32", "link": "", "scheduler": "", "bind": "", "straggler": ""}.items():
+            for option, default in {
+                "codec": "fp32",
+                "link": "",
+                "scheduler": "",
+                "bind": "",
+                "straggler": "",
+            }.items():
                 value = flat[option]
                 if value != default:
-                    raise SpecError(f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)")
+                    raise SpecError(
+                        f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)"
+                    )
 
         rank = parse_straggler(self.cluster.straggler).rank
         if rank is not None and self.cluster.workers and rank >= self.cluster.workers:
@@ -240,7 +293,9 @@ class RunConfig:
         if not self.cluster.scheduler:
             for option in ("tls_ca", "tls_cert", "tls_key"):
                 if getattr(self.cluster, option):
-                    raise SpecError(f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)")
+                    raise SpecError(
+                        f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)"
+                    )
 
     @classmethod
     def from_dict(cls, nested: dict[str, dict[str, Any]]) -> RunConfig:

@@ -295,5 +295,7 @@ def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     for kind, filename in RECORD_FILES.items():
         path = run_dir / filename
         key = filename.removesuffix(".parquet")
-        out[key] = upgrade(kind, pd.read_parquet(path)) if path.exists() else pd.DataFrame(columns=columns(kind))
+        out[key] = (
+            upgrade(kind, pd.read_parquet(path)) if path.exists() else pd.DataFrame(columns=columns(kind))
+        )
     return out

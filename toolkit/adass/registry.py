@@ -138,9 +138,7 @@ class Registry:
 
     def entry(self, name: str) -> Entry:
         if name not in self._entries:
-            raise SpecError(
-                f"{self.kind}: {name!r} is not allowed; expected one of {'|'.join(self.names())}"
-            )
+            raise SpecError(f"{self.kind}: {name!r} is not allowed; expected one of {'|'.join(self.names())}")
         return self._entries[name]
 
     def resolve(self, spec: str | Spec) -> tuple[Entry, dict[str, Any]]:
@@ -150,7 +148,9 @@ class Registry:
         owner = f"{self.kind} {str(parsed)!r}"
         unknown = sorted(set(parsed.args) - set(entry.params))
         if "path" in unknown and next(iter(parsed.args)) == "path":
-            raise SpecError(f"{owner}: expected key=value after ':' (allowed keys: {', '.join(entry.params)})")
+            raise SpecError(
+                f"{owner}: expected key=value after ':' (allowed keys: {', '.join(entry.params)})"
+            )
         if unknown:
             known = ", ".join(entry.params) or "no parameters"
             raise SpecError(f"{owner}: unknown parameter {unknown[0]!r}; allowed: {known}")

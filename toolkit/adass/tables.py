@@ -28,5 +28,12 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
         padded = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)]
         return "| " + " | ".join(padded) + " |"
 
-    rule = "|" + "|".join(("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric, strict=True)) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1))
+            for w, num in zip(widths, numeric, strict=True)
+        )
+        + "|"
+    )
     return "\n".join([line(headers), rule] + [line(r) for r in rows])

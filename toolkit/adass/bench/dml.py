@@ -173,7 +173,9 @@ def _middle(rows: list[dict]) -> dict:
     return sorted(rows, key=lambda r: r["step_ms"])[(len(rows) - 1) // 2]
 
 
-def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, ...], pairs: int) -> pd.DataFrame:
+def _exchange_grid(
+    base: RunConfig, handle: ClusterHandle, workers: tuple[int, ...], pairs: int
+) -> pd.DataFrame:
     """Part (a): per P, ``pairs`` alternating rounds of DDP, ring fp32 and PS fp32 unthrottled,
     then every other exchange x codec x link once.
 
@@ -195,7 +197,9 @@ def _exchange_grid(base: RunConfig, handle: ClusterHandle, workers: tuple[int, .
         epoch_ratio = statistics.median(r["epoch_s"] / q["epoch_s"] for r, q in zip(ring, ps, strict=True))
         rows += [{**_middle(ddp), "step_vs_ddp": 1.0},
                  {**_middle(ring), "step_vs_ddp": step_ratio, "epoch_vs_ps": epoch_ratio}, _middle(ps)]  # fmt: skip
-        arms = [(e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS if (e, c, link) not in paired]
+        arms = [
+            (e, c, link) for link in LINKS for e in EXCHANGES for c in CODECS if (e, c, link) not in paired
+        ]
         rows += [measure_arm(base, handle, p, e, c, link) for e, c, link in arms]
     table = pd.DataFrame(rows)
     ddp_ms = table[table["exchange"] == DDP].set_index("workers")["step_ms"]
@@ -232,7 +236,9 @@ def _adass_runs(base: RunConfig, handle: ClusterHandle, plan: Plan) -> pd.DataFr
                          **_single(base.replace(sampler=sampler, seed=seed))})  # fmt: skip
         for p in plan.workers:
             config = base.replace(sampler=plan.adass, workers=p, exchange=RING, seed=seed)
-            result = train_distributed(config, handle=handle, sink=MemorySink(), run_id=f"dml-adass-{p}-{seed}")
+            result = train_distributed(
+                config, handle=handle, sink=MemorySink(), run_id=f"dml-adass-{p}-{seed}"
+            )
             rows.append({"sampler": plan.adass, "run": f"ring fp32, P={p}", "workers": p, "seed": seed,
                          "test_acc": result.final.test_acc, "backprops": result.totals["backprops"],
                          "epoch_s": result.totals["train_s"] / plan.adass_epochs})  # fmt: skip

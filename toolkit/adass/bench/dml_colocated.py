@@ -26,7 +26,17 @@ from ..tables import markdown_table
 from . import write_report
 from .dml import FULL, QUICK
 
-__all__ = ["COLUMNS", "FULL_PLAN", "QUICK_PLAN", "ColocatedPlan", "grid", "measure", "run", "section", "targets"]
+__all__ = [
+    "COLUMNS",
+    "FULL_PLAN",
+    "QUICK_PLAN",
+    "ColocatedPlan",
+    "grid",
+    "measure",
+    "run",
+    "section",
+    "targets",
+]
 
 COLUMNS = ["workers", "servers", "update", "placement", "dask_workers", "messages_step", "epoch_s",
            "epoch_vs_dedicated", "wire_MB_epoch", "test_acc"]  # fmt: skip
@@ -81,7 +91,9 @@ def grid(plan: ColocatedPlan) -> pd.DataFrame:
                     runs[placement].append(measure(base, handle, plan, update, placement))
             ratio = statistics.median(c["epoch_s"] / d["epoch_s"]
                                       for d, c in zip(runs["dedicated"], runs["colocated"], strict=True))  # fmt: skip
-            middle = {p: sorted(r, key=lambda row: row["epoch_s"])[(len(r) - 1) // 2] for p, r in runs.items()}
+            middle = {
+                p: sorted(r, key=lambda row: row["epoch_s"])[(len(r) - 1) // 2] for p, r in runs.items()
+            }
             rows += [{**middle["dedicated"], "epoch_vs_dedicated": 1.0},
                      {**middle["colocated"], "epoch_vs_dedicated": ratio}]  # fmt: skip
     return pd.DataFrame(rows)[COLUMNS]
@@ -107,7 +119,9 @@ def targets(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{"goal": g, "met": "yes" if ok else "no", "measured": m} for g, ok, m in checks])
 
 
-def section(plan: ColocatedPlan, table: pd.DataFrame, title: str = "## colocated PS vs dedicated servers") -> list[str]:
+def section(
+    plan: ColocatedPlan, table: pd.DataFrame, title: str = "## colocated PS vs dedicated servers"
+) -> list[str]:
     """The report's lines for ``table``: what ran, the table and its goals."""
     s = plan.setting
     return [title, "",

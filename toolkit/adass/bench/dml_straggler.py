@@ -62,7 +62,9 @@ def measure(base: RunConfig, handle: ClusterHandle, exchange: str, seed: int) ->
     """One distributed run of ``base`` with ``exchange`` and ``seed``: epoch time (of all epochs and
     of those after the first), final test accuracy and the staleness of its steps."""
     config = base.replace(exchange=exchange, seed=seed)
-    result = train_distributed(config, handle=handle, sink=MemorySink(), run_id=f"straggler-{exchange}-{seed}")
+    result = train_distributed(
+        config, handle=handle, sink=MemorySink(), run_id=f"straggler-{exchange}-{seed}"
+    )
     staleness = result.sink.frame(StepRecord)["staleness"]
     ends_s = result.sink.frame(EvalRecord)["train_s"].tolist()  # cumulative, one per epoch
     later_s = (ends_s[-1] - ends_s[0]) / (len(ends_s) - 1) if len(ends_s) > 1 else float("nan")
@@ -126,7 +128,9 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     rows = []
     with connect(n_workers=plan.workers + 1) as handle:  # the PS arms' server takes the extra worker
         for straggler in plan.stragglers:
-            base = RunConfig.from_flat(**plan.setting, sampler="full", workers=plan.workers, straggler=straggler)
+            base = RunConfig.from_flat(
+                **plan.setting, sampler="full", workers=plan.workers, straggler=straggler
+            )
             for seed in plan.seeds:  # arms side by side within each seed, so drifts of the host hit all
                 for arm, exchange in ARMS.items():
                     row = measure(base, handle, exchange, seed)

@@ -29,7 +29,9 @@ EXCHANGES = ["ps", "ring", "ring:strategy=shared_scale"]
 LINKS = {"1gbit": "1gbit,50us", "10gbit": "10gbit,5us"}
 THROTTLED = ["fp32", "qsgd:bits=8", "randk:ratio=0.01"]
 THROTTLE_LINK = "1gbit,50us"
-THROTTLE_RING = "ring:segment_kb=1024"  # 1 MiB on the wire: pieces small enough for codec math to overlap the link
+THROTTLE_RING = (
+    "ring:segment_kb=1024"  # 1 MiB on the wire: pieces small enough for codec math to overlap the link
+)
 
 
 def _grads(workers: int, n: int, seed: int = 0) -> list[torch.Tensor]:

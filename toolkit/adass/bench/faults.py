@@ -123,7 +123,9 @@ def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], 
     resume = _train(["--resume", str(run_dir), "--epochs", epochs, "--quiet"])
     _, err = resume.communicate()
     outcome = f"resumed from epoch {checkpoint_epoch}" if resume.returncode == 0 else err.strip()[-200:]
-    return _row("client", point, work_lost_s=killed_at - published_at, final_acc=_final_acc(run_dir), outcome=outcome)
+    return _row(
+        "client", point, work_lost_s=killed_at - published_at, final_acc=_final_acc(run_dir), outcome=outcome
+    )
 
 
 def _kill_scheduler(out: Path, args: list[str], epoch: int) -> dict[str, Any]:
@@ -161,7 +163,14 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     proc = _train([*args, "--out", str(straight)])
     proc.communicate()
     baseline, straight_s = _final_acc(straight), time.time() - start
-    rows = [_row("none", "uninterrupted", final_acc=baseline, outcome=f"exit {proc.returncode} in {straight_s:.0f} s")]
+    rows = [
+        _row(
+            "none",
+            "uninterrupted",
+            final_acc=baseline,
+            outcome=f"exit {proc.returncode} in {straight_s:.0f} s",
+        )
+    ]
     rows += [_kill_worker(out_dir, options, epoch) for epoch in (0, 1)]
     client_points = {
         "in checkpoint window 1": lambda run: (run / "checkpoints" / "epoch-000001").exists(),

@@ -255,7 +255,9 @@ def _paired(rows: list[dict], base: RunConfig, handle: ClusterHandle, state: Lab
     ratios = [r / d for r, d in zip(ring_ms, ddp_ms, strict=True)]
     ddp_row["step_ms"], ring_row["step_ms"] = statistics.median(ddp_ms), statistics.median(ring_ms)
     ring_row["pair_ratio"] = statistics.median(ratios)
-    print(f"ring fp32 / DDP fp32 over {plan.pairs} rounds: " + ", ".join(f"{r:.2f}" for r in ratios), flush=True)
+    print(
+        f"ring fp32 / DDP fp32 over {plan.pairs} rounds: " + ", ".join(f"{r:.2f}" for r in ratios), flush=True
+    )
 
 
 def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:

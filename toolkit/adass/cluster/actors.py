@@ -47,12 +47,22 @@ class _Member:
         return free_port(self.host())
 
     def _join(self, master: str, port: int, timeout_s: float) -> None:
-        init_group(master, port, self.rank, self.world, timeout_s, host=self.host(), bind=self.config.cluster.bind or None)
+        init_group(
+            master,
+            port,
+            self.rank,
+            self.world,
+            timeout_s,
+            host=self.host(),
+            bind=self.config.cluster.bind or None,
+        )
         # every rank takes part in creating the replicas' group, members or not
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
         link = self.config.exchange.link or None
         # pipeline pieces between hosts, whole chunks when every peer is on this machine
-        transport = GlooTransport(link=link, throttle=link is not None, segment_bytes=segment_bytes_for(self.host()))
+        transport = GlooTransport(
+            link=link, throttle=link is not None, segment_bytes=segment_bytes_for(self.host())
+        )
         self.exchange = make_exchange(
             self.config.exchange.exchange, transport, self.config.codec.codec,
             seed=self.config.optim.seed, run=self.run_id,
@@ -88,7 +98,9 @@ class Replica(_Member):
 
         return await asyncio.to_thread(work)
 
-    async def run_epoch(self, epoch: int, steps: int, worker_steps: list[int] | None = None) -> dict[str, Any]:
+    async def run_epoch(
+        self, epoch: int, steps: int, worker_steps: list[int] | None = None
+    ) -> dict[str, Any]:
         """Run the epoch planned by ``select`` (``steps`` of them, or this replica's own where
         ``worker_steps`` are given); live rows go out as Dask events."""
         live = LiveBatches(self.relay.send, self.plan.steps_of(self.rank))
@@ -158,7 +170,9 @@ class Server(_Member):
 
         await asyncio.to_thread(work)
 
-    async def run_epoch(self, epoch: int, steps: int, worker_steps: list[int] | None = None) -> dict[str, Any]:
+    async def run_epoch(
+        self, epoch: int, steps: int, worker_steps: list[int] | None = None
+    ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
             traffic = [asdict(r) for r in self.exchange.serve_epoch(steps, worker_steps or ())]

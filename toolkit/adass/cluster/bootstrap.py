@@ -109,7 +109,9 @@ def _reason(err: Exception) -> str:
     return " ".join(_SOURCE.sub("", lines[0]).split())
 
 
-def rendezvous_store(master: str, port: int, rank: int, world: int, timeout: datetime.timedelta) -> dist.TCPStore:
+def rendezvous_store(
+    master: str, port: int, rank: int, world: int, timeout: datetime.timedelta
+) -> dist.TCPStore:
     """The ranks' rendezvous store; rank 0 serves it on ``master`` alone, not on every interface.
 
     torch's TCPStore binds all interfaces; handing it a socket already bound to ``master`` keeps the

@@ -40,7 +40,11 @@ def temporary_security() -> Security:
             raise RunFailure(f"cannot make TLS credentials for the embedded cluster (openssl: {type(err).__name__}); "
                              "install the cryptography package or openssl") from None  # fmt: skip
         key_text, cert_text = key.read_text(), cert.read_text()
-    roles = {f"tls_{role}_{kind}": text for role in _ROLES for kind, text in (("key", key_text), ("cert", cert_text))}
+    roles = {
+        f"tls_{role}_{kind}": text
+        for role in _ROLES
+        for kind, text in (("key", key_text), ("cert", cert_text))
+    }
     return Security(require_encryption=True, tls_ca_file=cert_text, **roles)
 
 

@@ -76,7 +76,9 @@ def dask_processes(folder: str | Path, workers: int, host: str = "127.0.0.1",
             while not scheduler_file.exists() and time.time() < deadline:
                 time.sleep(0.1)
             if not scheduler_file.exists():
-                raise RuntimeError(f"dask scheduler wrote no address within {timeout_s:g} s (see {folder}/dask.log)")
+                raise RuntimeError(
+                    f"dask scheduler wrote no address within {timeout_s:g} s (see {folder}/dask.log)"
+                )
             address = json.loads(scheduler_file.read_text())["address"]
             for _ in range(workers):
                 procs.append(_spawn("worker", [address, "--nthreads", "1", "--host", host, "--no-dashboard",

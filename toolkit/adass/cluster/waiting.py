@@ -59,7 +59,10 @@ def wait_all(
                 results[rank] = future.result()
             except RunFailure as err:  # the run's own verdict (divergence): every rank reaches it alike
                 raise type(err)(f"{what}: {err}") from None
-            except (SpecError, GroupConnectError):  # a bad option or an unreachable peer: a restart cannot help
+            except (
+                SpecError,
+                GroupConnectError,
+            ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 _raise_lost(addresses, alive, what, wait_s=_CAUSE_GRACE_S)

@@ -50,8 +50,10 @@ PARAMS = {
     "norm": Param("max", "bucket scale: max-abs or Euclidean norm", choices=("max", "l2")),
     "shared": Param(False, "workers agree one scale per bucket so codes add up (ring shared_scale)"),
     "rounding": Param(
-        "auto", "stochastic (unbiased), nearest (contractive), or auto: nearest inside an error-feedback "
-        "memory (ef, mc, dmc), stochastic elsewhere", choices=("auto", "stochastic", "nearest"),
+        "auto",
+        "stochastic (unbiased), nearest (contractive), or auto: nearest inside an error-feedback "
+        "memory (ef, mc, dmc), stochastic elsewhere",
+        choices=("auto", "stochastic", "nearest"),
     ),
 }
 
@@ -113,7 +115,12 @@ class QSGD(Codec):
     requantizable = True
 
     def __init__(
-        self, bits: int = 8, bucket: int = 512, norm: str = "max", shared: bool = False, rounding: str = "auto"
+        self,
+        bits: int = 8,
+        bucket: int = 512,
+        norm: str = "max",
+        shared: bool = False,
+        rounding: str = "auto",
     ):
         values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared, "rounding": rounding}
         for k, p in PARAMS.items():
@@ -271,8 +278,10 @@ class QSGD(Codec):
         if not self._fusable(x, None) or received.header["bits"] != self.bits:
             return False
         codes, scales = received.tensors["codes"], received.tensors["scales"]
-        return codes.device.type == "cpu" and self._decode_dtype(received) == torch.float32 and (
-            scales.device.type == "cpu"
+        return (
+            codes.device.type == "cpu"
+            and self._decode_dtype(received) == torch.float32
+            and (scales.device.type == "cpu")
         )
 
     @staticmethod

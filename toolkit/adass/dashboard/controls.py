@@ -82,8 +82,11 @@ class ConfigControls:
         """One collapsible card per section; codec and exchange start collapsed."""
         cards = [
             pn.Card(
-                pn.Column(pane, *(e.view() for k, e in self.editors.items() if k in pane.parameters),
-                          sizing_mode="stretch_width"),  # fmt: skip
+                pn.Column(
+                    pane,
+                    *(e.view() for k, e in self.editors.items() if k in pane.parameters),
+                    sizing_mode="stretch_width",
+                ),  # fmt: skip
                 title=name,
                 collapsed=name in ("codec", "exchange"),
                 sizing_mode="stretch_width",

@@ -147,7 +147,9 @@ class Dashboard:
         self._set_running(True)
         self.status.object = f"**status:** starting {html.escape(self.run.run_id)}"
 
-    def clear(self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None) -> None:
+    def clear(
+        self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None
+    ) -> None:
         """Forget the previous run; the views show the empty state at the next poll.
 
         ``world``, ``servers``, ``epochs`` and ``held`` describe the next run (see :meth:`LiveState.reset`).

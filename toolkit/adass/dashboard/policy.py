@@ -47,13 +47,17 @@ class RunPolicy:
             raise SpecError(f"--workers: {workers} is over this dashboard's limit of {self.max_workers}")
         if scheduler and scheduler not in self.schedulers:
             allowed = ", ".join(self.schedulers) or "none (start the dashboard with --allow-scheduler ADDR)"
-            raise SpecError(f"--scheduler: {scheduler!r} is not one this dashboard may use; allowed: {allowed}")
+            raise SpecError(
+                f"--scheduler: {scheduler!r} is not one this dashboard may use; allowed: {allowed}"
+            )
         self._check_data(config.data.data)
 
     def _check_data(self, text: str) -> None:
         spec = parse_spec(text, "--data")
         if spec.name == "synthetic":
-            n, d, test = (float(spec.args.get(k, default)) for k, default in (("n", 4000), ("d", 20), ("test", 1000)))
+            n, d, test = (
+                float(spec.args.get(k, default)) for k, default in (("n", 4000), ("d", 20), ("test", 1000))
+            )
             if 4.0 * (n + test) * d > self.max_data_bytes:
                 raise SpecError(f"--data: {n + test:.0f} x {d:.0f} features is over this dashboard's limit of "
                                 f"{self.max_data_bytes / 2**30:.1f} GiB")  # fmt: skip

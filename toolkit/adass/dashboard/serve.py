@@ -46,7 +46,10 @@ def app_options(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def build_app(
-    runs_dir: str | Path | None = None, scheduler: str = "", poll: bool = True, policy: RunPolicy | None = None
+    runs_dir: str | Path | None = None,
+    scheduler: str = "",
+    poll: bool = True,
+    policy: RunPolicy | None = None,
 ) -> pn.viewable.Viewable:
     """A fresh dashboard page for one browser session.
 

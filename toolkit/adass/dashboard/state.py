@@ -69,7 +69,9 @@ class LiveState:
         self.max_steps, self.max_traffic_steps = max_steps, max_traffic_steps
         self.reset()
 
-    def reset(self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None) -> None:
+    def reset(
+        self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None
+    ) -> None:
         """Forget the previous run.
 
         Parameters

@@ -74,9 +74,7 @@ def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except Exception as err:  # a damaged pickle can fail in many ways
-        raise DataError(
-            f"cifar10: {path}: unreadable pickle ({type(err).__name__}: {err})"
-        ) from None
+        raise DataError(f"cifar10: {path}: unreadable pickle ({type(err).__name__}: {err})") from None
     if not isinstance(batch, dict):
         raise DataError(f"cifar10: {path}: expected a pickled dict, found {type(batch).__name__}")
     data, labels = _field(batch, "data"), _field(batch, "labels")
@@ -85,9 +83,7 @@ def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     data = np.asarray(data)
     labels = np.asarray(labels)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != _PIXELS:
-        raise DataError(
-            f"cifar10: {path}: data is {data.dtype}{data.shape}, expected uint8(n, {_PIXELS})"
-        )
+        raise DataError(f"cifar10: {path}: data is {data.dtype}{data.shape}, expected uint8(n, {_PIXELS})")
     if labels.ndim != 1 or labels.shape[0] != data.shape[0]:
         raise DataError(f"cifar10: {path}: {labels.size} labels for {data.shape[0]} images")
     if labels.size and (labels.min() < 0 or labels.max() >= CLASSES):

@@ -34,9 +34,7 @@ def data_dir() -> Path:
 
 def _read(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
-        raise DataError(
-            f"mnist5k: file {path} not found; run data/prepare_mnist5k.py or set ADASS_DATA_DIR"
-        )
+        raise DataError(f"mnist5k: file {path} not found; run data/prepare_mnist5k.py or set ADASS_DATA_DIR")
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in _ARRAYS if key in archive.files}

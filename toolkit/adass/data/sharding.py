@@ -13,9 +13,7 @@ __all__ = ["SHARDINGS", "shard_indices"]
 SHARDINGS = Registry("shard")
 
 
-def shard_indices(
-    labels: torch.Tensor, world: int, spec: str = "iid", seed: int = 0
-) -> list[torch.Tensor]:
+def shard_indices(labels: torch.Tensor, world: int, spec: str = "iid", seed: int = 0) -> list[torch.Tensor]:
     """Split sample indices ``0..n-1`` into one shard per worker.
 
     Parameters
@@ -65,9 +63,7 @@ def shard_iid(*, labels: torch.Tensor, world: int, seed: int) -> list[torch.Tens
         high=1e6,
     ),
 )
-def shard_dirichlet(
-    alpha: float, *, labels: torch.Tensor, world: int, seed: int
-) -> list[torch.Tensor]:
+def shard_dirichlet(alpha: float, *, labels: torch.Tensor, world: int, seed: int) -> list[torch.Tensor]:
     """Label skew: each class is shared among the workers in proportions drawn from Dir(alpha).
 
     Shard sizes vary with the draw; a worker left empty takes one sample from the largest shard.

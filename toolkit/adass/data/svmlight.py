@@ -31,14 +31,20 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
         x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
     except (ValueError, OSError, EOFError, UnicodeDecodeError) as err:
         # the parser's message may quote the file; name the kind of error only
-        raise DataError(f"svmlight: {path}: cannot parse it as svmlight text ({type(err).__name__})") from None
+        raise DataError(
+            f"svmlight: {path}: cannot parse it as svmlight text ({type(err).__name__})"
+        ) from None
     if x.shape[0] == 0:
         raise DataError(f"svmlight: {path}: no samples")
     if not np.isfinite(x.data).all():
-        raise DataError(f"svmlight: {path}: {int((~np.isfinite(x.data)).sum())} NaN or infinite feature values")
+        raise DataError(
+            f"svmlight: {path}: {int((~np.isfinite(x.data)).sum())} NaN or infinite feature values"
+        )
     if not np.isfinite(y).all():
         raise DataError(f"svmlight: {path}: {int((~np.isfinite(y)).sum())} NaN or infinite labels")
-    check_fits(4.0 * x.shape[0] * x.shape[1], f"svmlight: {path}: {x.shape[0]} samples x {x.shape[1]} features")
+    check_fits(
+        4.0 * x.shape[0] * x.shape[1], f"svmlight: {path}: {x.shape[0]} samples x {x.shape[1]} features"
+    )
     return x.toarray(), y
 
 
@@ -71,9 +77,7 @@ def _pad(x: np.ndarray, d: int) -> np.ndarray:
     test=Param("", "test file; without it a seeded holdout of the training file is used"),
     holdout=Param(0.2, "share held out for test when no test file is given", low=0.01, high=0.9),
 )
-def load_svmlight(
-    path: str, test: str, holdout: float, *, seed: int = 0, name: str = "svmlight"
-) -> Dataset:
+def load_svmlight(path: str, test: str, holdout: float, *, seed: int = 0, name: str = "svmlight") -> Dataset:
     """LIBSVM / svmlight files; labels mapped to 0..K-1 in sorted order."""
     if not path:
         raise DataError("svmlight: no file given; write svmlight:PATH or svmlight:PATH,test=PATH")

@@ -181,7 +181,9 @@ class Engine:
         if refresh is not None and refresh.numel():
             refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
         work = plan.work
-        order, weights = (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
+        order, weights = (
+            (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
+        )
         for part, total in zip(plan.batches, plan.totals, strict=True):
             began = time.perf_counter()
             row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
@@ -209,7 +211,12 @@ class Engine:
         return report
 
     def step(
-        self, epoch: int, idx: torch.Tensor, weights: torch.Tensor, planned: float, work: EpochWork | None = None
+        self,
+        epoch: int,
+        idx: torch.Tensor,
+        weights: torch.Tensor,
+        planned: float,
+        work: EpochWork | None = None,
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """One step on the local batch ``idx`` (in lock-step with the other replicas unless the
         exchange is asynchronous); returns its row and traffic rows.

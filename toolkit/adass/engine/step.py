@@ -45,7 +45,9 @@ def set_lr(optimizer: torch.optim.Optimizer, config: RunConfig, epoch: int) -> N
         group["lr"] = lr_at(o.lr, o.schedule, epoch, o.epochs)
 
 
-def make_sgd(params: Iterable[torch.Tensor], config: RunConfig, momentum: float | None = None) -> torch.optim.SGD:
+def make_sgd(
+    params: Iterable[torch.Tensor], config: RunConfig, momentum: float | None = None
+) -> torch.optim.SGD:
     """SGD over ``params`` with the configured learning rate, momentum and weight decay: the one
     optimizer of the toolkit, whether a replica or a parameter-server shard owns the parameters.
     ``momentum`` overrides the configured one (0 where the exchange applies the momentum itself,
@@ -55,7 +57,9 @@ def make_sgd(params: Iterable[torch.Tensor], config: RunConfig, momentum: float 
     return torch.optim.SGD(params, lr=o.lr, momentum=momentum, weight_decay=o.weight_decay)
 
 
-def make_optimizer(model: nn.Module, config: RunConfig, momentum: float | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: nn.Module, config: RunConfig, momentum: float | None = None
+) -> torch.optim.Optimizer:
     """SGD over the model's parameters (see :func:`make_sgd`)."""
     return make_sgd(model.parameters(), config, momentum)
 

@@ -39,7 +39,9 @@ def colocated_shards(config: RunConfig) -> dict[int, int]:
     return dict(entry.factory.colocated_shards(**values))
 
 
-def on_threads(ranks: int, work: Callable[[int], Any], aborts: Sequence[Callable[[], None]] = ()) -> list[Any]:
+def on_threads(
+    ranks: int, work: Callable[[int], Any], aborts: Sequence[Callable[[], None]] = ()
+) -> list[Any]:
     """``work(rank)`` for every rank on its own thread; results in rank order. The first failure is
     re-raised once every thread has ended (``aborts`` wake the others instead of letting them wait)."""
     results: list[Any] = [None] * ranks

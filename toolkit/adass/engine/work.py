@@ -23,7 +23,11 @@ MAX_SHARED_ROWS = 1 << 24
 
 
 def share_out(
-    agreement: Agreement, state: ReplicaState, selection: Selection, kept: Sequence[int], rates: Sequence[float]
+    agreement: Agreement,
+    state: ReplicaState,
+    selection: Selection,
+    kept: Sequence[int],
+    rates: Sequence[float],
 ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
     """Agree on every replica's share of the kept samples (in proportion to ``rates``) and hand the
     tails over; returns the targets (samples per replica, rank order) and the dataset rows and

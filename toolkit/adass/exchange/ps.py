@@ -74,14 +74,26 @@ def _built_modes() -> list[str]:
     "ps",
     servers=Param(1, "server shards, each owning a contiguous slice", low=1, high=64),
     pull=Param("fp32", "codec of what workers pull back"),
-    update=Param("replica", "who steps the optimizer: every replica on the pulled mean gradient, or "
-                 "each server on its slice (workers pull parameters)", choices=("replica", "server")),
-    mode=Param("sync", "consistency model: sync (every step waits for all workers), async (each push "
-               "applied as it comes), ssp (async, no worker more than `staleness` steps ahead); "
-               "async and ssp need update=server", choices=MODES),
-    staleness=Param(0, "plan steps a worker's progress may run ahead of the slowest's (mode=ssp)", low=0, high=1024),
-    colocated=Param(False, "server shard s runs in worker s's process (servers <= workers): no extra "
-                    "ranks or Dask workers"),
+    update=Param(
+        "replica",
+        "who steps the optimizer: every replica on the pulled mean gradient, or "
+        "each server on its slice (workers pull parameters)",
+        choices=("replica", "server"),
+    ),
+    mode=Param(
+        "sync",
+        "consistency model: sync (every step waits for all workers), async (each push "
+        "applied as it comes), ssp (async, no worker more than `staleness` steps ahead); "
+        "async and ssp need update=server",
+        choices=MODES,
+    ),
+    staleness=Param(
+        0, "plan steps a worker's progress may run ahead of the slowest's (mode=ssp)", low=0, high=1024
+    ),
+    colocated=Param(
+        False,
+        "server shard s runs in worker s's process (servers <= workers): no extra ranks or Dask workers",
+    ),
 )
 class ParameterServer(Exchange):
     """Synchronous parameter server over any transport whose last ``servers`` ranks are servers.
@@ -213,7 +225,9 @@ class ParameterServer(Exchange):
             with clock.encoding:
                 push = encode_own(self.codec, self.memory, x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
             sends.append(t.isend(self.workers + s, self._tag_push(s, push, weight), self._meta("push", 0, s)))
-        return self._finish(layout, output_buffer(out, x.numel()), lambda s: self._take_pull(s, pulls[s].wait()), sends)
+        return self._finish(
+            layout, output_buffer(out, x.numel()), lambda s: self._take_pull(s, pulls[s].wait()), sends
+        )
 
     def _finish(
         self, layout: ChunkLayout, out: torch.Tensor, reply: Callable[[int], Payload], sends: list

@@ -82,7 +82,10 @@ class AsyncParameterServer(ParameterServer):
         self.bound = math.inf if mode == "async" else staleness  # steps ahead of the slowest
         self.versions = [0] * self.servers  # a worker's: each shard's version it last pulled
         self.version = 0  # a server's: updates its shard has applied
-        self.epoch_steps: tuple[int, list[int]] = (0, [])  # a server's: the epoch's steps and every worker's own
+        self.epoch_steps: tuple[int, list[int]] = (
+            0,
+            [],
+        )  # a server's: the epoch's steps and every worker's own
 
     # -- worker ---------------------------------------------------------------------------
     def reduce(
@@ -133,7 +136,9 @@ class AsyncParameterServer(ParameterServer):
         self.clock.begin()
         self.epoch_steps = (steps, own)
         pushes = [0] * self.workers  # pushes of this epoch taken from each worker
-        waiting: list[tuple[int, int, int, float]] = []  # (worker, its step, staleness, arrival) not replied to
+        waiting: list[
+            tuple[int, int, int, float]
+        ] = []  # (worker, its step, staleness, arrival) not replied to
         sends: list[SendHandle] = []
         for _ in range(sum(own)):
             src, payload = self.transport.recv_any(range(self.workers))
@@ -188,7 +193,9 @@ class AsyncParameterServer(ParameterServer):
             if reply is None:  # encoded once for everyone released together: the same parameters
                 params = self.shard_update(None, self.epoch)
                 with self.clock.encoding:
-                    reply = self.pull_codec.encode(params, self._pull_key(shard)) if params.numel() else _EMPTY
+                    reply = (
+                        self.pull_codec.encode(params, self._pull_key(shard)) if params.numel() else _EMPTY
+                    )
             held_us = round(1e6 * (time.perf_counter() - arrived))  # what the worker waits on the bound
             tagged = _tagged(reply, version=self.version, staleness=staleness, held_us=held_us)
             meta = Transfer("pull", 0, shard, step, self.epoch)  # recorded at the step it answers
@@ -208,4 +215,3 @@ class AsyncParameterServer(ParameterServer):
                 self.version = int(state["versions"][0])
             else:
                 self.versions = [int(v) for v in state["versions"]]
-

@@ -87,7 +87,9 @@ class ColocatedParameterServer(ParameterServer):
         return self._finish(layout, output_buffer(out, x.numel()),
                             lambda s: replies[s] if s == mine else pulls[s].wait(), sends)  # fmt: skip
 
-    def _serve_own(self, shard: int, own_push: Payload, arriving: dict[int, RecvHandle], sends: list) -> Payload:
+    def _serve_own(
+        self, shard: int, own_push: Payload, arriving: dict[int, RecvHandle], sends: list
+    ) -> Payload:
         """Serve this rank's shard: the pushes in worker order (its own from the process), the
         reply sent to every other worker; returns the reply this worker keeps."""
         arrived = [own_push if w == self.rank else arriving[w].wait() for w in range(self.workers)]

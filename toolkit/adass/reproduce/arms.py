@@ -57,7 +57,11 @@ RS_ARMS: list[tuple[str, str, str]] = [
     ),
     ("dmc sharedk", "ring", "dmc(sharedk:ratio={ratio},unseen=first)"),
     ("dmc sharedk+warmup", "ring", "dmc(sharedk:ratio={ratio},warmup=1)"),
-    ("dmc sharedk+warmup3+q8", "ring:strategy=shared_scale", "dmc(sharedk:ratio={ratio},warmup=3+qsgd:bits=8)"),
+    (
+        "dmc sharedk+warmup3+q8",
+        "ring:strategy=shared_scale",
+        "dmc(sharedk:ratio={ratio},warmup=3+qsgd:bits=8)",
+    ),
 ]
 #: the arms of claim 3 whose codecs exist in every build (the test plan's)
 RS_ARMS_NOW: list[tuple[str, str, str]] = [

@@ -22,7 +22,15 @@ from .plots import bar_plot, line_plot
 from .section import Section
 from .verdict import Check, deficit_pts, mean_se, plus_minus
 
-__all__ = ["ADASS_TOLERANCE_PTS", "CLAIM", "count", "real_checks", "run", "sampler_checks", "simulated_checks"]
+__all__ = [
+    "ADASS_TOLERANCE_PTS",
+    "CLAIM",
+    "count",
+    "real_checks",
+    "run",
+    "sampler_checks",
+    "simulated_checks",
+]
 
 CLAIM = ("ADASS-DML speeds training up without losing accuracy under a Parameter Server and a Ring "
          "All-Reduce (the ring faster, communication still the bottleneck)")  # fmt: skip

@@ -44,7 +44,10 @@ def measure_grid(plan: Plan, arms: Sequence[Arm], name: str, runner: Runner,
         columns += [{"setting": setting, **c} for c in cols]
     rows = runner.run(tasks, runner.progress(name, len(tasks)))
     runs = pd.DataFrame([{**c, **row} for c, row in zip(columns, rows, strict=True)])
-    tables = [summarise_grid(group.drop(columns="setting"), LINKS) for _, group in runs.groupby("setting", sort=False)]
+    tables = [
+        summarise_grid(group.drop(columns="setting"), LINKS)
+        for _, group in runs.groupby("setting", sort=False)
+    ]
     for setting, table in zip(plan.grids, tables, strict=True):
         table.insert(0, "setting", setting)
     return pd.concat(tables, ignore_index=True), runs, list(left_out)

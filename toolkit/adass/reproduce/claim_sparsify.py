@@ -72,7 +72,10 @@ def run(plan: Plan, out: Path, runner: Runner) -> Section:
         markdown_table(table.drop(columns=["exchange"])), "",
     ]  # fmt: skip
     for setting, part in table.groupby("setting", sort=False):
-        sparse, name = part[part["arm"] != REFERENCE.label], f"sparsify_accuracy{plot_suffix(plan, str(setting))}.png"
+        sparse, name = (
+            part[part["arm"] != REFERENCE.label],
+            f"sparsify_accuracy{plot_suffix(plan, str(setting))}.png",
+        )
         if sparse.empty:
             continue
         line_plot(out / "plots" / name, sparse, "ratio", "deficit_pts", "technique",

@@ -23,7 +23,16 @@ from .plan import Plan
 from .replicas import run_virtual
 from .store import RunStore
 
-__all__ = ["PROCESSES", "SAMPLERS", "SIMULATED", "count", "processes", "sampler_chain", "samplers", "simulated"]
+__all__ = [
+    "PROCESSES",
+    "SAMPLERS",
+    "SIMULATED",
+    "count",
+    "processes",
+    "sampler_chain",
+    "samplers",
+    "simulated",
+]
 
 #: the store's sections of claim 1's runs
 SAMPLERS, PROCESSES, SIMULATED = "dml_samplers", "dml_processes", "dml_simulated"
@@ -100,7 +109,9 @@ def processes(plan: Plan, runner: Runner) -> pd.DataFrame:
             row = store.load(PROCESSES, key)
             if row is None:
                 handle = handle or connect(n_workers=max(plan.workers) + servers)
-                row = measure_arm(base.replace(sampler=sampler, seed=seed), handle, p, DML_EXCHANGES[label], "fp32", link)
+                row = measure_arm(
+                    base.replace(sampler=sampler, seed=seed), handle, p, DML_EXCHANGES[label], "fp32", link
+                )
                 row = {**row, "exchange": label, "sampler": sampler, "seed": seed}
                 store.save(PROCESSES, key, row)
                 seconds, reused = row["epoch_s"] * plan.setting["epochs"], 0
@@ -119,7 +130,9 @@ def simulated(plan: Plan, runner: Runner) -> pd.DataFrame:
     """Ring and PS on ``plan.sim_workers`` virtual replicas, modelled times under every link.
 
     These run here, one after another: their compute times enter the modelled step."""
-    base = RunConfig.from_flat(**{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1)
+    base = RunConfig.from_flat(
+        **{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1
+    )
     store = runner.store
     dataset = None
     progress = runner.progress("claim 1, simulated", count(plan)["simulated"])

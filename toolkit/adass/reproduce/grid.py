@@ -65,9 +65,15 @@ def grid_tasks(base: RunConfig, arms: Sequence[Arm], seeds: int, replicas: int, 
     tasks, columns = [], []
     for seed in range(seeds):
         for arm in (REFERENCE, *arms):
-            config = base.replace(workers=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed).to_dict()
+            config = base.replace(
+                workers=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed
+            ).to_dict()
             key = store.key(SECTION, config, label=arm.label, replicas=replicas, links=dict(links))
-            tasks.append(Task(f"{prefix}{arm.label} seed {seed}", grid_run, (config, replicas, dict(links), store, key)))
+            tasks.append(
+                Task(
+                    f"{prefix}{arm.label} seed {seed}", grid_run, (config, replicas, dict(links), store, key)
+                )
+            )
             columns.append({"arm": arm.label, "exchange": arm.exchange, "codec": arm.codec, **dict(arm.coords),
                             "seed": seed})  # fmt: skip
     return tasks, columns

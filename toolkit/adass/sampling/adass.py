@@ -124,7 +124,9 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     L=Param(1.0, "the constant for lipschitz=const", low=1e-12, high=1e12),
     quantile=Param(0.9, "lipschitz=empirical: quantile of observed sqrt-loss slopes", low=0.0, high=1.0),
     decay=Param(0.5, "lipschitz=empirical: per-epoch decay of the slope estimate", low=0.0, high=1.0),
-    refresh=Param(0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000),
+    refresh=Param(
+        0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000
+    ),
 )
 class AdassSampler(SamplerBase):
     """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth.

@@ -8,7 +8,16 @@ import pandas as pd
 from ..metrics import EvalRecord, columns
 from .style import HEIGHT, WIDTH, byte_ticks, named
 
-__all__ = ["FRACTIONS", "METRICS", "X_AXES", "axis_opts", "empty_evals", "kept_fraction", "learning_curve", "loss_curves"]
+__all__ = [
+    "FRACTIONS",
+    "METRICS",
+    "X_AXES",
+    "axis_opts",
+    "empty_evals",
+    "kept_fraction",
+    "learning_curve",
+    "loss_curves",
+]
 
 #: x axes every learning curve can be drawn against (column -> axis label).
 X_AXES: dict[str, str] = {
@@ -77,7 +86,9 @@ def loss_curves(evals: pd.DataFrame, x: str = "epoch") -> hv.Overlay:
     data = evals if len(evals) else empty_evals()
     layers = []
     for column, label, color in (("train_loss", "train", "#4c72b0"), ("test_loss", "test", "#dd8452")):
-        layers.append(hv.Curve(data, xd, column, label=label).opts(tools=["hover"], framewise=True, color=color))
+        layers.append(
+            hv.Curve(data, xd, column, label=label).opts(tools=["hover"], framewise=True, color=color)
+        )
         layers.append(hv.Scatter(data, xd, column, label=label).opts(size=5, framewise=True, color=color))
     return hv.Overlay(layers).opts(width=WIDTH, height=HEIGHT, ylabel="cross-entropy", legend_position="top_right",
                                    title=f"loss vs {X_AXES.get(x, x)}", hooks=[named("adass-loss")],

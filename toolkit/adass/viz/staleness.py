@@ -26,7 +26,9 @@ def staleness_counts(steps: pd.DataFrame) -> pd.DataFrame:
     if not len(steps):
         return pd.DataFrame({k: pd.Series(dtype="int64") for k in ("rank", "staleness", "steps")})
     stale = steps["staleness"] if "staleness" in steps else pd.Series(0, index=steps.index)
-    frame = pd.DataFrame({"rank": steps["rank"].astype("int64"), "staleness": stale.fillna(0).astype("int64")})
+    frame = pd.DataFrame(
+        {"rank": steps["rank"].astype("int64"), "staleness": stale.fillna(0).astype("int64")}
+    )
     counts = frame.groupby(["rank", "staleness"]).size().rename("steps").reset_index()
     return counts.astype("int64")
 
@@ -49,7 +51,9 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
     # the x axis in staleness order; before any step one empty bar, since stacked bars need a row and
     # a live plot keeps the legend (or its lack) of its first drawing
     ordered = counts.sort_values(["staleness", "rank"], kind="stable") if len(counts) else _NO_STEPS
-    table = ordered.assign(rank=ordered["rank"].map(lambda r: f"rank {r}"), staleness=ordered["staleness"].astype(str))
+    table = ordered.assign(
+        rank=ordered["rank"].map(lambda r: f"rank {r}"), staleness=ordered["staleness"].astype(str)
+    )
     if not len(counts):
         title = "staleness: no steps yet"
     elif counts["staleness"].max() == 0:
@@ -57,7 +61,9 @@ def staleness_histogram(steps: pd.DataFrame) -> hv.Bars:
     else:
         total = counts["steps"].sum()
         mean = float((counts["staleness"] * counts["steps"]).sum()) / total
-        title = f"staleness: mean {mean:.2f}, max {int(counts['staleness'].max())} steps over {int(total)} steps"
+        title = (
+            f"staleness: mean {mean:.2f}, max {int(counts['staleness'].max())} steps over {int(total)} steps"
+        )
     return hv.Bars(table, ["staleness", "rank"], "steps").opts(
         width=WIDTH, height=HEIGHT, xlabel="staleness (versions behind)", ylabel="steps", stacked=True,
         legend_position="top_right", tools=["hover"], title=title, hooks=[named("adass-staleness")],

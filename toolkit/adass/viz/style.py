@@ -12,7 +12,16 @@ from typing import Any
 import holoviews.plotting.bokeh  # noqa: F401  (registers the backend the options below belong to)
 from bokeh.models import CustomJSTickFormatter
 
-__all__ = ["HEIGHT", "NO_EXCHANGE", "PHASE_COLORS", "WIDTH", "byte_ticks", "human_bytes", "last_steps_text", "named"]
+__all__ = [
+    "HEIGHT",
+    "NO_EXCHANGE",
+    "PHASE_COLORS",
+    "WIDTH",
+    "byte_ticks",
+    "human_bytes",
+    "last_steps_text",
+    "named",
+]
 
 #: the title of every traffic view of a run that trains in one process: it sends nothing
 NO_EXCHANGE = "no exchange: one process"

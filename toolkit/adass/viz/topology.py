@@ -57,7 +57,9 @@ def held_shards(traffic: pd.DataFrame, per_server: pd.DataFrame | None = None) -
     if not len(per_server):
         return {}
     pushers = set(traffic.loc[traffic["phase"] == "push", "src"].unique())
-    return {int(r): int(s) for s, r in zip(per_server["shard"], per_server["rank"], strict=True) if r in pushers}
+    return {
+        int(r): int(s) for s, r in zip(per_server["shard"], per_server["rank"], strict=True) if r in pushers
+    }
 
 
 def link_totals(traffic: pd.DataFrame) -> pd.DataFrame:
@@ -85,10 +87,20 @@ def node_layout(ranks: list[int], servers: list[int], held: dict[int, int] | Non
     for i, rank in enumerate(servers):
         angle = np.pi / 2 - 2 * np.pi * i / len(servers)
         radius = 0.0 if len(servers) == 1 else 0.3
-        rows.append((radius * np.cos(angle), radius * np.sin(angle), rank, f"ps{rank}", "server", "#dd8452", 24))
+        rows.append(
+            (radius * np.cos(angle), radius * np.sin(angle), rank, f"ps{rank}", "server", "#dd8452", 24)
+        )
     frame = pd.DataFrame(rows, columns=["x", "y", "rank", "name", "role", "color", "size"])
     return frame.astype(
-        {"x": float, "y": float, "rank": "int64", "name": object, "role": object, "color": object, "size": float}
+        {
+            "x": float,
+            "y": float,
+            "rank": "int64",
+            "name": object,
+            "role": object,
+            "color": object,
+            "size": float,
+        }
     )
 
 
@@ -116,8 +128,12 @@ def _edges(totals: pd.DataFrame, where: dict[int, tuple[float, float]]) -> pd.Da
     )
 
 
-def topology(traffic: pd.DataFrame, world: int | None = None, servers: int | None = None,
-             held: dict[int, int] | None = None) -> hv.Overlay:
+def topology(
+    traffic: pd.DataFrame,
+    world: int | None = None,
+    servers: int | None = None,
+    held: dict[int, int] | None = None,
+) -> hv.Overlay:
     """Ring (replicas in rank order) or star (replicas around PS shards) with wire bytes per link.
 
     Parameters

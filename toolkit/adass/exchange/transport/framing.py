@@ -131,7 +131,9 @@ def joined_message(payload: Payload, head: torch.Tensor) -> torch.Tensor:
 
 
 def _flat_views(payload: Payload) -> list[torch.Tensor]:
-    return [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in payload.tensors.values() if t.numel()]
+    return [
+        t.detach().contiguous().reshape(-1).view(torch.uint8) for t in payload.tensors.values() if t.numel()
+    ]
 
 
 def _pack(payload: Payload, views: list[torch.Tensor], head: torch.Tensor | None = None) -> torch.Tensor:

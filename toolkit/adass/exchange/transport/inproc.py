@@ -70,7 +70,6 @@ class InProcHub:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"rank {dst}: nothing from {src} in {self.timeout_s} s") from None
 
-
     def get_any(self, sources: range, dst: int) -> tuple[int, _Envelope]:
         """The first envelope for ``dst`` from any of ``sources`` (polled in turn: a test and
         teaching transport, where a short sleep between rounds costs nothing that matters)."""
