@@ -6,6 +6,7 @@ throughput estimate survives a checkpoint."""
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 
 import pytest
@@ -160,3 +161,26 @@ def test_throughput_ignores_an_epoch_without_work():
     meter.update(0, 1.0)
     meter.update(5, 0.0)
     assert meter.rate == 0
+
+
+def test_row_ids_beyond_float32s_24_bits_cross_the_gather_exactly():
+    """Handed-over row ids travel through the agreement's float32 gather as two 24-bit halves, so a
+    training set of more than 2**24 rows still shares out by throughput (in threads, two replicas)."""
+    from adass.engine.agreement import AgreementBoard
+    from adass.engine.work import MAX_SHARED_ROWS, floats_to_ids, ids_to_floats
+
+    ids = torch.tensor([0, 1, 2**24 - 1, 2**24, 2**24 + 1, 3 * 2**30 + 7, 2**47 + 12345, MAX_SHARED_ROWS - 1])
+    assert not torch.equal(ids.float().long(), ids)  # one float32 each would not carry them
+    board = AgreementBoard(2)
+    got: dict[int, list[torch.Tensor]] = {}
+
+    def post(rank: int) -> None:
+        got[rank] = board.agreement(rank).gather(ids_to_floats(ids + rank))
+
+    threads = [threading.Thread(target=post, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for rank in range(2):
+        assert [floats_to_ids(p).tolist() for p in got[rank]] == [ids.tolist(), (ids + 1).tolist()]

@@ -135,8 +135,8 @@ class Engine:
     def shares_by_throughput(self) -> bool:
         """Whether the epoch's kept samples are shared out by throughput: several replicas on an
         asynchronous exchange (lock-step ones keep equal shares), a one-pass sampler (a two-pass one
-        decides per batch from its own shard's history) and a training set whose row ids travel
-        exactly in the agreement's float32 gather."""
+        decides per batch from its own shard's history) and a training set of fewer than
+        ``MAX_SHARED_ROWS`` rows (2**48, what two float32 halves of a row id carry exactly)."""
         return (
             self.world > 1 and self.exchange is not None and not self.exchange.lockstep
             and not self.state.sampler.two_pass and int(self.state.y_all.shape[0]) < MAX_SHARED_ROWS

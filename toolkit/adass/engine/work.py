@@ -16,10 +16,26 @@ from .batches import Split
 from .replica import ReplicaState
 from .shares import handovers, proportional_counts, steps_for
 
-__all__ = ["EpochWork", "MAX_SHARED_ROWS", "share_out", "shared_plan"]
+__all__ = ["EpochWork", "MAX_SHARED_ROWS", "floats_to_ids", "ids_to_floats", "share_out", "shared_plan"]
 
-#: ids travel as float32 in the agreement's gather, exact below 2**24: larger sets keep their own samples
-MAX_SHARED_ROWS = 1 << 24
+#: row ids travel through the agreement's float32 gather as two 24-bit halves (``ids_to_floats``), exact
+#: below 2**48 rows: larger sets keep their own samples
+MAX_SHARED_ROWS = 1 << 48
+_HALF = 1 << 24
+
+
+def ids_to_floats(ids: torch.Tensor) -> torch.Tensor:
+    """Row ids ``(n,)`` as ``2n`` float32 values, high 24 bits first, each exact in float32."""
+    ids = ids.long()
+    return torch.cat(
+        [torch.div(ids, _HALF, rounding_mode="floor").float(), torch.remainder(ids, _HALF).float()]
+    )
+
+
+def floats_to_ids(values: torch.Tensor) -> torch.Tensor:
+    """The ids of :func:`ids_to_floats` back (int64)."""
+    n = values.numel() // 2
+    return values[:n].long() * _HALF + values[n:].long()
 
 
 def share_out(
@@ -35,17 +51,18 @@ def share_out(
     rank = agreement.rank
     targets = proportional_counts(sum(kept), rates)
     tail = selection.indices[min(targets[rank], len(selection)) :]  # what this replica gives away
-    posted = torch.cat([state.indices[tail].float(), selection.weights[targets[rank] :].float()])
+    posted = torch.cat([ids_to_floats(state.indices[tail]), selection.weights[targets[rank] :].float()])
     parts = agreement.gather(posted)
     ids, weights = [], []
     for move in handovers(kept, targets):
         if move.receiver != rank:
             continue
-        part, given = parts[move.donor], kept[move.donor] - targets[move.donor]
+        given = kept[move.donor] - targets[move.donor]
+        part_ids, part_weights = floats_to_ids(parts[move.donor][: 2 * given]), parts[move.donor][2 * given :]
         lo, hi = move.start - targets[move.donor], move.stop - targets[move.donor]
-        ids.append(part[lo:hi])
-        weights.append(part[given + lo : given + hi])
-    received = torch.cat(ids).long() if ids else torch.zeros(0, dtype=torch.long)
+        ids.append(part_ids[lo:hi])
+        weights.append(part_weights[lo:hi])
+    received = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long)
     return targets, received, torch.cat(weights) if weights else torch.zeros(0)
 
 
@@ -120,13 +137,13 @@ class EpochWork:
         path_now = s.counters.path
         rows = [r for r, _, _ in self.foreign]
         lags = [torch.full((r.numel(),), path_now - p) for r, _, p in self.foreign]
-        posted = torch.cat([torch.cat(rows).float(), torch.cat([loss for _, loss, _ in self.foreign]),
+        posted = torch.cat([ids_to_floats(torch.cat(rows)), torch.cat([loss for _, loss, _ in self.foreign]),
                             torch.cat(lags).float()]) if rows else torch.zeros(0)  # fmt: skip
         local = torch.full((int(s.y_all.shape[0]),), -1, dtype=torch.long)
         local[s.indices] = torch.arange(s.n)
         for part in agreement.gather(posted):
-            n = part.numel() // 3
-            ids, losses, lag = part[:n].long(), part[n : 2 * n], part[2 * n :]
+            n = part.numel() // 4  # ids (two values each), losses, lags
+            ids, losses, lag = floats_to_ids(part[: 2 * n]), part[2 * n : 3 * n], part[3 * n :]
             positions = local[ids]
             mine = positions >= 0
             for value in torch.unique(lag[mine]).tolist():  # one observe per path, as visits come
