@@ -115,9 +115,13 @@ def simulated_checks(sim: pd.DataFrame) -> list[Check]:
 
 
 def _comm_share_text(sim: pd.DataFrame, real: pd.DataFrame) -> str:
-    ring = sim[sim["exchange"] == "ring"]
-    parts = [f"ring communication share, modelled {name}: {ring[f'comm_share_{name}'].min():.0%} at "
-             f"P={ring['workers'].min()} to {ring[f'comm_share_{name}'].max():.0%} at most" for name in LINKS]  # fmt: skip
+    ring = sim[sim["exchange"] == "ring"].set_index("workers")
+    parts = []
+    for name in LINKS:
+        share = ring[f"comm_share_{name}"]
+        low, high = share.idxmin(), share.idxmax()
+        parts.append(f"ring communication share, modelled {name}: {share[low]:.0%} (P={low}) to "
+                     f"{share[high]:.0%} (P={high})")  # fmt: skip
     measured = real[real["exchange"] == "ring"]["comm_share"]
     parts.append(f"measured on processes: {measured.min():.0%}-{measured.max():.0%}")
     return "; ".join(parts)
