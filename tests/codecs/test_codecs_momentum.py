@@ -85,6 +85,29 @@ def test_delay_aware_step_follows_the_formula() -> None:
         assert torch.allclose(codec.memory.velocities[0], u, atol=1e-5)
 
 
+def test_delay_aware_settle_restates_residual_and_velocity_by_the_steps_factor() -> None:
+    """An exchange that scaled the step's sum by ``factor`` calls ``settle(factor)``: where sent, the
+    velocity is what arrived (``factor`` times what was sent) and the residual keeps
+    ``factor * (y - sent) + (1 - factor) * (r + m u)``; elsewhere the residual is ``r + factor * g``."""
+    m, n = 0.9, 40
+    codec = _mc("randk:ratio=0.25,scale=false+qsgd:bits=4", m, "dmc")
+    u, residual = torch.zeros(n, dtype=torch.float64), torch.zeros(n, dtype=torch.float64)
+    for step, factor in enumerate([1.0, 0.5, 1.7, 1.0, 0.8, 1.3]):
+        g, key = chunk(n, seed=step), ChunkKey(0, step, 0)
+        decayed = m * u
+        y = residual + g.double() + decayed
+        sent = codec.decode(codec.encode(g, key)).double()  # 4-bit values: what arrives is not y
+        kept = codec.inner.outer.indices(n, key)
+        codec.memory.settle(factor)
+        wanted = residual + factor * g.double()  # the accumulation in the step's true units
+        wanted[kept] = factor * (y[kept] - sent[kept]) + (1 - factor) * (residual[kept] + decayed[kept])
+        u = decayed.clone()
+        u[kept] = factor * sent[kept]
+        residual = wanted
+        assert torch.allclose(codec.memory.residual(key).double(), residual, atol=1e-5), step
+        assert torch.allclose(codec.memory.velocities[0].double(), u, atol=1e-5), step
+
+
 @pytest.mark.parametrize("wrapper", ["mc", "dmc"])
 @pytest.mark.parametrize("spec", ["fp32", "randk:ratio=1.0,scale=false", "topk:ratio=1.0"])
 def test_every_coordinate_sent_is_sgd_with_momentum(spec: str, wrapper: str) -> None:

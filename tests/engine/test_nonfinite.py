@@ -50,3 +50,23 @@ def test_replicas_agree_to_skip_a_step_only_one_of_them_saw_non_finite():
         torch.testing.assert_close(a, b)
     assert result.final.test_acc > 0.5
     assert isinstance(result.final, EvalRecord)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_the_one_sum_finiteness_check_agrees_with_the_elementwise_one(dtype):
+    from adass.engine.loop import all_finite
+
+    big = torch.finfo(dtype).max
+    cases = {
+        "empty": torch.zeros(0, dtype=dtype),
+        "plain": torch.randn(1000).to(dtype),
+        "sum overflows, all finite": torch.full((8,), big, dtype=dtype),
+        "nan": torch.tensor([1.0, float("nan"), 2.0], dtype=dtype),
+        "+inf": torch.tensor([0.0, float("inf")], dtype=dtype),
+        "+inf and -inf": torch.tensor([float("inf"), 3.0, float("-inf")], dtype=dtype),
+        "overflow and nan": torch.cat(
+            [torch.full((8,), big, dtype=dtype), torch.tensor([float("nan")], dtype=dtype)]
+        ),
+    }
+    for name, t in cases.items():
+        assert all_finite(t) == bool(torch.isfinite(t).all()), name

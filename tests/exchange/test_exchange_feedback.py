@@ -75,7 +75,8 @@ def test_a_checkpointed_memory_continues_as_if_never_stopped(spec: str, codec: s
 @pytest.mark.parametrize(
     ("spec", "codec"),
     [("ring", "ef(randk:ratio=0.3,scale=false)"), ("ring", "ef(topk:ratio=0.3)"),
-     ("ring", "mc(randk:ratio=0.3,scale=false)"), ("ring:strategy=requantize", "ef(qsgd:bits=2)"),
+     ("ring", "mc(randk:ratio=0.3,scale=false)"), ("ring", "dmc(randk:ratio=0.3,scale=false)"),
+     ("ring:strategy=requantize", "ef(qsgd:bits=2)"),
      ("ring:strategy=requantize", "ef(qsgd:bits=4,bucket=16)"), ("ring:strategy=requantize", "mc(qsgd:bits=8)"),
      ("ring:strategy=shared_scale", "ef(qsgd:bits=2)")],
 )  # fmt: skip

@@ -75,11 +75,19 @@ class SentMomentumMemory(MomentumMemory):
         if sent is None:
             residual, velocity = y - decoded, decoded.clone()
         else:
+            # this step's r + x and m * u are spent: they become the residual and the velocity in
+            # place (no copies of the chunk); settle needs m * u only where sent, kept apart first
             sent = sent.to(device=y.device, dtype=torch.int64)
-            residual = accumulation.clone()
-            residual[sent] = y[sent] - decoded[sent]
-            velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device).clone()
-            velocity[sent] = decoded[sent]
+            arrived = decoded[sent]
+            lost = y[sent] - arrived
+            residual = accumulation
+            residual[sent] = lost
+            if decayed is None:
+                velocity = torch.zeros_like(y)
+            else:
+                velocity = decayed.to(y.device)
+                self._decayed[key.chunk] = velocity[sent].clone()
+            velocity[sent] = arrived
         self._sent[key.chunk] = sent
         self.residuals[key.chunk] = residual
         self.velocities[key.chunk] = velocity
@@ -99,12 +107,12 @@ class SentMomentumMemory(MomentumMemory):
             residual.mul_(factor)
             if before is not None:
                 residual.add_(before.to(residual.device), alpha=1.0 - factor)
-            if d is not None:
+            if d is not None:  # m * u: the chunk's, or (where sent) its values there
                 d = d.to(residual.device)
                 if where is None:
                     residual.add_(d, alpha=1.0 - factor)
                 else:
-                    residual.index_add_(0, where, d[where], alpha=1.0 - factor)
+                    residual.index_add_(0, where, d, alpha=1.0 - factor)
             if where is None:
                 velocity.mul_(factor)
             else:
