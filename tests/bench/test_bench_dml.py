@@ -119,7 +119,7 @@ def test_netlab_is_refused_by_other_suites(tmp_path, capsys):
     assert "--netlab: only the dml suite" in capsys.readouterr().err
 
 
-def _lab_table(rs_ms: tuple[float, float], rs_acc: tuple[float, float]) -> pd.DataFrame:
+def _lab_table(rs_ms: tuple[float, ...], rs_acc: tuple[float, ...]) -> pd.DataFrame:
     """One rate and model: every lab arm at 100 ms and accuracy 0.9, but the RS-ADASS arms as given."""
     rows = []
     for arm in netlab_dml.ARMS:
@@ -137,11 +137,12 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
         goals = netlab_dml.lab_targets(table)
         return goals[goals["goal"].str.startswith("RS-ADASS")]
 
-    # the sparser arm is faster but less accurate, the denser one as accurate but slower: not met
-    missed = rs_goals(_lab_table((50.0, 150.0), (0.85, 0.95)))
+    assert len(netlab_dml.RS_CODECS) == 3
+    # the sparser arms are faster but less accurate, the densest as accurate but slower: not met
+    missed = rs_goals(_lab_table((50.0, 70.0, 150.0), (0.85, 0.88, 0.95)))
     assert len(missed) == 2 and (missed["met"] == "no").all()
-    assert netlab_dml.RS_CODECS[1] in missed["measured"].iloc[0]  # the most accurate arm is shown
+    assert netlab_dml.RS_CODECS[2] in missed["measured"].iloc[0]  # the most accurate arm is shown
     # one arm both faster and as accurate: met, and that arm is the one reported
-    met = rs_goals(_lab_table((50.0, 80.0), (0.85, 0.9)))
+    met = rs_goals(_lab_table((50.0, 80.0, 150.0), (0.85, 0.9, 0.95)))
     assert (met["met"] == "yes").all()
     assert met["measured"].str.startswith(netlab_dml.RS_CODECS[1]).all()
