@@ -12,7 +12,9 @@ def test_quick_codecs_bench_writes_reference_and_fused_rows(tmp_path, capsys):
     table = pd.read_csv(tmp_path / "codecs.csv")
     assert (tmp_path / "codecs.md").exists()
     kernels = sorted(set(table["kernels"]))
-    promised = set(codecs.TARGETS) | set(codecs.RING_OPS)
+    coded = {(spec, op) for spec in codecs.QSGD_CODECS for op in ("encode", "decode")}
+    promised = set(codecs.TARGETS) | set(codecs.RING_OPS) | coded
+    assert ("qsgd:bits=2", "encode") in promised  # 2 bits has its fused kernels too
     assert set(zip(table["codec"], table["op"], strict=True)) == promised
     assert len(table) == len(promised) * len(kernels)
     assert (table["ms"] > 0).all() and (table["vs_baseline"] > 0).all()

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba does not 
 
 QSGD = ["qsgd:bits=8", "qsgd:bits=4", "qsgd:bits=8,bucket=7", "qsgd:bits=4,bucket=6",
         "qsgd:bits=4,bucket=7", "qsgd:bits=8,shared=true", "qsgd:bits=2", "qsgd:bits=8,rounding=nearest",
-        "qsgd:bits=4,bucket=6,rounding=nearest", "qsgd:bits=8,shared=true,rounding=nearest"]  # fmt: skip
+        "qsgd:bits=4,bucket=6,rounding=nearest", "qsgd:bits=8,shared=true,rounding=nearest",
+        "qsgd:bits=2,bucket=8", "qsgd:bits=2,bucket=6", "qsgd:bits=2,bucket=12,rounding=nearest", "qsgd:bits=2,shared=true"]  # fmt: skip
 LENGTHS = [0, 1, 2, 3, 5, 7, 511, 512, 513, 1537, 40_001]
 
 

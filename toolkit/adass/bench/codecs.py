@@ -26,7 +26,7 @@ from . import write_report
 
 __all__ = ["QSGD_CODECS", "RING_OPS", "TARGETS", "run"]
 
-QSGD_CODECS = ["qsgd:bits=8", "qsgd:bits=4"]
+QSGD_CODECS = ["qsgd:bits=8", "qsgd:bits=4", "qsgd:bits=2"]
 RANDK = "randk:ratio=0.01"
 SHARED = "qsgd:bits=8,shared=true"  # a ring hop of shared_scale: 8-bit codes add into 9 bits
 RING_OPS = [(spec, "requantize") for spec in QSGD_CODECS] + [(SHARED, "add")]  # timed, no target

@@ -24,7 +24,7 @@ codes, so ``add`` sums codes exactly and repacks them ``bits_for(P*L)`` wide
 
 Speed. Encoding and decoding work on bucket views of the chunk (no padded copies), keep codes in the
 narrowest integer type (uint8 up to 8 bits) and compute in float32 wherever that is exact enough
-(``_math_dtype``), falling back to float64 otherwise. On the CPU, 4- and 8-bit payloads are
+(``_math_dtype``), falling back to float64 otherwise. On the CPU, 2-, 4- and 8-bit payloads are
 encoded and decoded by the fused kernels of ``kernels`` when they are selected (one pass per
 bucket, byte-identical to the torch code here, which stays the reference).
 """
@@ -212,11 +212,11 @@ class QSGD(Codec):
         return self._payload(codes, scale, n, count=1)
 
     def _fusable(self, x: torch.Tensor, scale: torch.Tensor | None) -> bool:
-        """Whether the fused kernel encodes ``x``: selected, CPU float32, 4 or 8 bits, max-abs
+        """Whether the fused kernel encodes ``x``: selected, CPU float32, 2, 4 or 8 bits (buckets of whole bytes), max-abs
         scale, float32 math (no scale below ``2**-100``)."""
-        if not (kernels.fused_enabled() and self.bits in (8, 4) and x.device.type == "cpu"):
+        if not (kernels.fused_enabled() and self.bits in (8, 4, 2) and x.device.type == "cpu"):
             return False
-        if x.dtype != torch.float32 or x.numel() == 0 or (self.bits == 4 and self.bucket % 2):
+        if x.dtype != torch.float32 or x.numel() == 0 or self.bucket % (8 // self.bits):
             return False
         if scale is None:
             return self.norm == "max"
@@ -253,7 +253,7 @@ class QSGD(Codec):
 
     def requantize(self, received: Payload, x: torch.Tensor, key: ChunkKey, weight: float = 1.0) -> Payload:
         """``Codec.requantize`` by the fused kernel, one pass per bucket, where it applies (CPU,
-        float32, 4 or 8 bits, max-abs scales, not shared, no scale zero or below ``2**-100``);
+        float32, 2, 4 or 8 bits, max-abs scales, not shared, no scale zero or below ``2**-100``);
         the reference otherwise. The same bits either way."""
         x = as_chunk(x)
         if not self._requantize_fusable(received, x):
@@ -362,7 +362,7 @@ class QSGD(Codec):
         spacing = (scale.to(torch.float64) * (2 / self.levels)).to(out.dtype)
         codes = payload.tensors["codes"]
         if (
-            kernels.fused_enabled() and width in (8, 4) and out.dtype == torch.float32 and n
+            kernels.fused_enabled() and width in (8, 4, 2) and out.dtype == torch.float32 and n
             and out.device.type == "cpu" and codes.device.type == "cpu" and out.is_contiguous()
         ):  # fmt: skip
             from .kernels import fused

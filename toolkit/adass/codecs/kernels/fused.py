@@ -1,4 +1,4 @@
-"""Fused numba loops for QSGD (4 and 8 bits) and random-k: one pass over the values, no temporaries.
+"""Fused numba loops for QSGD (2, 4 and 8 bits) and random-k: one pass over the values, no temporaries.
 
 QSGD encode works bucket by bucket: the max-abs of the bucket (read from memory), its gain, then
 the bucket again (now from the L1 cache) rounded with the 16-bit lanes of SFC64 words generated in
@@ -101,12 +101,39 @@ def _pack4(level, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def _pack2(level, out):
+    """Four 2-bit codes a byte, the first in the lowest bits (``level`` has a multiple of 4 length)."""
+    for i in range(out.size):
+        j = 4 * i
+        out[i] = (
+            level[j]
+            | (level[j + 1] << np.uint8(2))
+            | (level[j + 2] << np.uint8(4))
+            | (level[j + 3] << np.uint8(6))
+        )
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack(level, count, lo, out, bits):
+    """The ``count`` codes in ``level`` packed ``bits`` (4 or 2) wide into ``out`` from value ``lo``
+    on (``lo`` starts a byte; the last byte's spare codes are zero)."""
+    per = 8 // bits
+    whole = (count + per - 1) // per
+    for i in range(count, whole * per):
+        level[i] = 0
+    if bits == 4:
+        _pack4(level[: whole * per], out[lo // per : lo // per + whole])
+    else:
+        _pack2(level[: whole * per], out[lo // per : lo // per + whole])
+
+
+@numba.njit(cache=True, nogil=True)
 def _encode_bucket(xs, lo, m, out, state, last, words, level, bits, nearest):
     """Round bucket ``xs`` (the values from ``lo`` on) with scale ``m`` and pack it ``bits`` (4 or
     8) wide into ``out``. ``state``: SFC64 state, one word per 4 values from value 0 on, so a word
     whose lanes straddle two buckets is drawn once: ``last[0]`` keeps the latest word drawn.
-    ``words`` and ``level`` are scratch of at least ``(len(xs) + 7) // 4 + 1`` and ``len(xs) + 1``.
-    ``nearest``: round to the nearest level, drawing nothing."""
+    ``words`` and ``level`` are scratch of at least ``(len(xs) + 7) // 4 + 1`` and ``len(xs) + 3``.
+    ``nearest``: round to the nearest level, drawing nothing. 4- and 2-bit buckets start on a byte."""
     count = xs.size
     hi = lo + count
     half = np.float32((2**bits - 2) // 2)
@@ -120,9 +147,7 @@ def _encode_bucket(xs, lo, m, out, state, last, words, level, bits, nearest):
             _round_nearest(xs, gain, half + np.float32(0.5), top, out[lo:hi])
         else:
             _round_nearest(xs, gain, half + np.float32(0.5), top, level[:count])
-            if count & 1:
-                level[count] = 0
-            _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+            _pack(level, count, lo, out, bits)
         return
     wlo = lo >> 2
     made = (lo + 3) >> 2  # words drawn for the values before lo
@@ -134,21 +159,19 @@ def _encode_bucket(xs, lo, m, out, state, last, words, level, bits, nearest):
     skip = lo - 4 * wlo
     if bits == 8:
         _round(lanes[skip : skip + count], xs, gain, offset, top, out[lo:hi])
-    else:  # 4 bits: buckets of even length start on a byte
+    else:  # 4 or 2 bits: buckets of a whole number of bytes start on a byte
         _round(lanes[skip : skip + count], xs, gain, offset, top, level[:count])
-        if count & 1:
-            level[count] = 0
-        _pack4(level[: count + (count & 1)], out[lo >> 1 : (lo >> 1) + ((count + 1) >> 1)])
+        _pack(level, count, lo, out, bits)
 
 
 @numba.njit(cache=True, nogil=True)
 def _encode(x, scale, out, state, bucket, bits, given, nearest):
-    """QSGD codes of ``x`` packed ``bits`` (4 or 8) wide into ``out``; bucket scales into ``scale``
+    """QSGD codes of ``x`` packed ``bits`` (8, 4 or 2) wide into ``out``; bucket scales into ``scale``
     unless ``given`` (then read from it); ``state``: SFC64 state, advanced one word per 4 values
     (``nearest``: not used)."""
     n = x.size
     words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
-    level = np.zeros(bucket + 1, dtype=np.uint8)
+    level = np.zeros(bucket + 3, dtype=np.uint8)
     last = np.zeros(1, dtype=np.uint64)
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
@@ -201,14 +224,44 @@ def _decode4(codes, spacing, out, bucket, centre):
             out[i] = (np.float32(c) - centre) * d
 
 
+@numba.njit(cache=True, nogil=True)
+def _decode_quads(codes, out, centre, d):
+    """The four 2-bit codes of each byte of ``codes``, lowest first, into ``out`` (four times as long)."""
+    mask = np.uint8(3)
+    for j in range(codes.size):
+        c = codes[j]
+        out[4 * j] = (np.float32(c & mask) - centre) * d
+        out[4 * j + 1] = (np.float32((c >> np.uint8(2)) & mask) - centre) * d
+        out[4 * j + 2] = (np.float32((c >> np.uint8(4)) & mask) - centre) * d
+        out[4 * j + 3] = (np.float32(c >> np.uint8(6)) - centre) * d
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode2(codes, spacing, out, bucket, centre):
+    """``_decode8`` for codes packed four a byte, lowest bits first."""
+    n = out.size
+    mask = np.uint8(3)
+    for b in range((n + bucket - 1) // bucket):
+        lo = b * bucket
+        hi = min(lo + bucket, n)
+        d = spacing[b]
+        while lo < hi and lo & 3:  # up to the next whole byte
+            out[lo] = (np.float32((codes[lo >> 2] >> np.uint8(2 * (lo & 3))) & mask) - centre) * d
+            lo += 1
+        quads = (hi - lo) >> 2
+        _decode_quads(codes[lo >> 2 : (lo >> 2) + quads], out[lo : lo + 4 * quads], centre, d)
+        for i in range(lo + 4 * quads, hi):
+            out[i] = (np.float32((codes[i >> 2] >> np.uint8(2 * (i & 3))) & mask) - centre) * d
+
+
 def qsgd_encode(
     x: np.ndarray, scale: np.ndarray | None, seed: int, bucket: int, bits: int, nearest: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Packed codes and per-bucket scales of float32 ``x`` (``scale`` given: used as it is);
     stochastic rounding with ``seed``, or to the nearest level."""
     n = x.size
-    if bits == 4 and bucket % 2:
-        raise ValueError("fused 4-bit encode needs an even bucket")
+    if bucket % (8 // bits):
+        raise ValueError(f"fused {bits}-bit encode needs buckets of whole bytes")
     nb = -(-n // bucket)
     given = scale is not None
     scales = scale if given else np.empty(nb, dtype=np.float32)
@@ -220,8 +273,9 @@ def qsgd_encode(
 def qsgd_decode(
     codes: np.ndarray, spacing: np.ndarray, out: np.ndarray, bucket: int, bits: int, centre: float
 ) -> None:
-    """``(code - centre) * spacing[bucket]`` into float32 ``out``, codes packed ``bits`` (4 or 8) wide."""
-    (_decode8 if bits == 8 else _decode4)(codes, spacing, out, bucket, np.float32(centre))
+    """``(code - centre) * spacing[bucket]`` into float32 ``out``, codes packed ``bits`` (8, 4 or 2) wide."""
+    decode = {8: _decode8, 4: _decode4, 2: _decode2}[bits]
+    decode(codes, spacing, out, bucket, np.float32(centre))
 
 
 @numba.njit(cache=True, nogil=True)

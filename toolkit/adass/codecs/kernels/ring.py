@@ -27,6 +27,12 @@ def _decode_add(codes, lo, d, centre, x, weight, bits, tmp):
         for i in range(x.size):
             v = (np.float32(codes[lo + i]) - centre) * d
             tmp[i] = _fma32(x[i], weight, v)
+    elif bits == 2:  # four codes a byte, lowest bits first
+        mask = np.uint8(3)
+        for i in range(x.size):
+            j = lo + i
+            c = (codes[j >> 2] >> np.uint8(2 * (j & 3))) & mask
+            tmp[i] = _fma32(x[i], weight, (np.float32(c) - centre) * d)
     else:  # 4 bits: buckets are even, so this one starts on a byte; both nibbles of a byte at once
         mask, base = np.uint8(15), lo >> 1
         for j in range(x.size >> 1):
@@ -47,7 +53,7 @@ def _requantize(codes, spacing, x, weight, scale, out, state, bucket, bits, cent
     n = x.size
     tmp = np.empty(bucket, dtype=np.float32)
     words = np.empty((bucket + 7) // 4 + 1, dtype=np.uint64)
-    level = np.zeros(bucket + 1, dtype=np.uint8)
+    level = np.zeros(bucket + 3, dtype=np.uint8)
     last = np.zeros(1, dtype=np.uint64)
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
@@ -73,12 +79,12 @@ def qsgd_requantize(
     """Packed codes and bucket scales of ``decode(codes) + x * weight``, encoded with ``seed`` (or
     rounded to the nearest level).
 
-    ``codes``: the received payload's codes, ``bits`` (4 or 8) wide, the width it is encoded with
+    ``codes``: the received payload's codes, ``bits`` (8, 4 or 2) wide, the width it is encoded with
     too; ``spacing``: its per-bucket level spacing (float32); ``centre``: the level of zero.
     """
     n = x.size
-    if bits == 4 and bucket % 2:
-        raise ValueError("fused 4-bit requantize needs an even bucket")
+    if bucket % (8 // bits):
+        raise ValueError(f"fused {bits}-bit requantize needs buckets of whole bytes")
     scales = np.empty(-(-n // bucket), dtype=np.float32)
     out = np.empty((n * bits + 7) // 8, dtype=np.uint8)
     _requantize(
