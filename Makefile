@@ -33,7 +33,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out
 
-# the full run behind docs/results.md (hours on a small machine; `adass reproduce --quick` for a smoke run).
+# the full run behind docs/results.md (about 70 minutes on two cores with JOBS=2; `adass reproduce --quick` for a smoke run).
 # Finished runs are kept under reproduce-out/runs: running it again (after Ctrl-C, say) resumes where it
 # stopped; `make reproduce JOBS=8` spreads the independent runs over 8 processes; rm -rf reproduce-out
 # (or --overwrite) starts afresh
