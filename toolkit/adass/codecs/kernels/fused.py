@@ -70,24 +70,14 @@ def _max_abs(xs):
 
 
 @numba.njit(cache=True, nogil=True)
-def _round(lanes, xs, gain, offset, top, level):
-    """``level = clamp(floor(lane * 2**-16 + offset + x * gain), 0, top)`` as uint8, in float32
-    as the reference: the lane offset, then one fused multiply-add."""
+def _round(lanes, step, xs, gain, offset, top, level):
+    """``level = clamp(floor(lane * step + offset + x * gain), 0, top)`` as uint8, in float32 as
+    the reference: the lane offset, then one fused multiply-add. ``step`` is ``2**-16`` for
+    stochastic rounding; 0 rounds to the nearest level (``lane * 0`` is a zero: ``u`` is ``offset``)."""
     zero = np.float32(0.0)
     for i in range(xs.size):
-        u = np.float32(lanes[i]) * _LANE + offset
+        u = np.float32(lanes[i]) * step + offset
         v = _fma32(xs[i], gain, u)
-        v = v if v > zero else zero
-        v = v if v < top else top
-        level[i] = np.uint8(np.int16(v))
-
-
-@numba.njit(cache=True, nogil=True)
-def _round_nearest(xs, gain, offset, top, level):
-    """``level = clamp(floor(offset + x * gain), 0, top)`` as uint8: ``_round`` without the draws."""
-    zero = np.float32(0.0)
-    for i in range(xs.size):
-        v = _fma32(xs[i], gain, offset)
         v = v if v > zero else zero
         v = v if v < top else top
         level[i] = np.uint8(np.int16(v))
@@ -138,29 +128,25 @@ def _encode_bucket(xs, lo, m, out, state, last, words, level, bits, nearest):
     hi = lo + count
     half = np.float32((2**bits - 2) // 2)
     top = np.float32(2**bits - 2)
-    offset = half + np.float32(0.5) + np.float32(2.0**-17)
     one = np.float32(1.0)
     zero = np.float32(0.0)
     gain = (one / (m if m > zero else one)) * half
-    if nearest:
-        if bits == 8:
-            _round_nearest(xs, gain, half + np.float32(0.5), top, out[lo:hi])
-        else:
-            _round_nearest(xs, gain, half + np.float32(0.5), top, level[:count])
-            _pack(level, count, lo, out, bits)
-        return
-    wlo = lo >> 2
-    made = (lo + 3) >> 2  # words drawn for the values before lo
-    for j in range(wlo, (hi + 3) >> 2):
-        if j >= made:
-            last[0] = _next(state)
-        words[j - wlo] = last[0]
-    lanes = words.view(np.int16)
-    skip = lo - 4 * wlo
+    if nearest:  # no draws: the lanes weigh nothing and the offset is the half that rounds
+        lanes, step, offset = words.view(np.int16)[:count], zero, half + np.float32(0.5)
+    else:
+        wlo = lo >> 2
+        made = (lo + 3) >> 2  # words drawn for the values before lo
+        for j in range(wlo, (hi + 3) >> 2):
+            if j >= made:
+                last[0] = _next(state)
+            words[j - wlo] = last[0]
+        skip = lo - 4 * wlo
+        lanes, step = words.view(np.int16)[skip : skip + count], _LANE
+        offset = half + np.float32(0.5) + np.float32(2.0**-17)
     if bits == 8:
-        _round(lanes[skip : skip + count], xs, gain, offset, top, out[lo:hi])
+        _round(lanes, step, xs, gain, offset, top, out[lo:hi])
     else:  # 4 or 2 bits: buckets of a whole number of bytes start on a byte
-        _round(lanes[skip : skip + count], xs, gain, offset, top, level[:count])
+        _round(lanes, step, xs, gain, offset, top, level[:count])
         _pack(level, count, lo, out, bits)
 
 
@@ -208,23 +194,6 @@ def _decode_pairs(codes, out, centre, d):
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode4(codes, spacing, out, bucket, centre):
-    """``_decode8`` for codes packed two a byte, low nibble first."""
-    n = out.size
-    for b in range((n + bucket - 1) // bucket):
-        lo = b * bucket
-        hi = min(lo + bucket, n)
-        d = spacing[b]
-        if lo & 1 == 0:  # whole bytes, then a last low nibble
-            pairs = (hi - lo) >> 1
-            _decode_pairs(codes[lo >> 1 : (lo >> 1) + pairs], out[lo : lo + 2 * pairs], centre, d)
-            lo += 2 * pairs
-        for i in range(lo, hi):
-            c = (codes[i >> 1] >> np.uint8(4 * (i & 1))) & np.uint8(15)
-            out[i] = (np.float32(c) - centre) * d
-
-
-@numba.njit(cache=True, nogil=True)
 def _decode_quads(codes, out, centre, d):
     """The four 2-bit codes of each byte of ``codes``, lowest first, into ``out`` (four times as long)."""
     mask = np.uint8(3)
@@ -236,22 +205,32 @@ def _decode_quads(codes, out, centre, d):
         out[4 * j + 3] = (np.float32(c >> np.uint8(6)) - centre) * d
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decode_single(codes, out, lo, hi, centre, d, bits):
+    """Values ``lo`` to ``hi`` of codes packed ``bits`` wide, one code at a time."""
+    per, mask = 8 // bits, np.uint8((1 << bits) - 1)
+    for i in range(lo, hi):
+        out[i] = (np.float32((codes[i // per] >> np.uint8(bits * (i % per))) & mask) - centre) * d
+
+
 @numba.njit(cache=True, nogil=True)
-def _decode2(codes, spacing, out, bucket, centre):
-    """``_decode8`` for codes packed four a byte, lowest bits first."""
-    n = out.size
-    mask = np.uint8(3)
+def _decode_packed(codes, spacing, out, bucket, centre, bits):
+    """``_decode8`` for codes packed ``bits`` (4 or 2) wide, lowest bits first: per bucket, single
+    codes up to a byte boundary, whole bytes at once, then the codes left in the last byte."""
+    n, per = out.size, 8 // bits
     for b in range((n + bucket - 1) // bucket):
         lo = b * bucket
         hi = min(lo + bucket, n)
         d = spacing[b]
-        while lo < hi and lo & 3:  # up to the next whole byte
-            out[lo] = (np.float32((codes[lo >> 2] >> np.uint8(2 * (lo & 3))) & mask) - centre) * d
-            lo += 1
-        quads = (hi - lo) >> 2
-        _decode_quads(codes[lo >> 2 : (lo >> 2) + quads], out[lo : lo + 4 * quads], centre, d)
-        for i in range(lo + 4 * quads, hi):
-            out[i] = (np.float32((codes[i >> 2] >> np.uint8(2 * (i & 3))) & mask) - centre) * d
+        start = min(hi, lo + (-lo) % per)
+        whole = (hi - start) // per
+        first, stop = start // per, start + per * whole
+        if bits == 4:
+            _decode_pairs(codes[first : first + whole], out[start:stop], centre, d)
+        else:
+            _decode_quads(codes[first : first + whole], out[start:stop], centre, d)
+        _decode_single(codes, out, lo, start, centre, d, bits)
+        _decode_single(codes, out, stop, hi, centre, d, bits)
 
 
 def qsgd_encode(
@@ -274,8 +253,10 @@ def qsgd_decode(
     codes: np.ndarray, spacing: np.ndarray, out: np.ndarray, bucket: int, bits: int, centre: float
 ) -> None:
     """``(code - centre) * spacing[bucket]`` into float32 ``out``, codes packed ``bits`` (8, 4 or 2) wide."""
-    decode = {8: _decode8, 4: _decode4, 2: _decode2}[bits]
-    decode(codes, spacing, out, bucket, np.float32(centre))
+    if bits == 8:
+        _decode8(codes, spacing, out, bucket, np.float32(centre))
+    else:
+        _decode_packed(codes, spacing, out, bucket, np.float32(centre), bits)
 
 
 @numba.njit(cache=True, nogil=True)
