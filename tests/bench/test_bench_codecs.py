@@ -13,7 +13,7 @@ def test_quick_codecs_bench_writes_reference_and_fused_rows(tmp_path, capsys):
     assert (tmp_path / "codecs.md").exists()
     kernels = sorted(set(table["kernels"]))
     coded = {(spec, op) for spec in codecs.QSGD_CODECS for op in ("encode", "decode")}
-    promised = set(codecs.TARGETS) | set(codecs.RING_OPS) | coded
+    promised = set(codecs.TARGETS) | set(codecs.RING_OPS) | coded | {(codecs.SHAREDK, "choose")}
     assert ("qsgd:bits=2", "encode") in promised  # 2 bits has its fused kernels too
     assert set(zip(table["codec"], table["op"], strict=True)) == promised
     assert len(table) == len(promised) * len(kernels)

@@ -3,8 +3,8 @@
 Each codec's encode and decode of a 2.5M-value float32 chunk (10 MB) is timed beside one read pass
 (``x.abs().max()``) of the same tensor, with the reference (pure torch) and the fused kernels side
 by side in the same run, and so are a ring hop's requantize (decode, add a share, encode) and
-the shared-scale code sum; random-k's gather and scatter beside a plain ``index_select`` /
-``index_copy_`` on the same indices. Timings are medians over repeats that take turns, so that
+the shared-scale code sum and ``sharedk``'s choice of a step's coordinates from its scores;
+random-k's gather and scatter beside a plain ``index_select`` / ``index_copy_`` on the same indices. Timings are medians over repeats that take turns, so that
 every contender sees the same machine; ``vs_read`` is the read pass's time over the operation's (1.0:
 as fast as one read pass), ``vs_index`` the plain index op's time over the operation's. Torch runs
 on one thread; the first calls (numba compiles or loads its cache) happen before any timing.
@@ -21,14 +21,16 @@ import pandas as pd
 import torch
 
 from ..codecs import ChunkKey, kernels, make_codec
+from ..codecs.shared import ChunkState
 from ..tables import markdown_table
 from . import write_report
 
-__all__ = ["QSGD_CODECS", "RING_OPS", "TARGETS", "run"]
+__all__ = ["QSGD_CODECS", "RING_OPS", "SHAREDK", "TARGETS", "run"]
 
 QSGD_CODECS = ["qsgd:bits=8", "qsgd:bits=4", "qsgd:bits=2"]
 RANDK = "randk:ratio=0.01"
 SHARED = "qsgd:bits=8,shared=true"  # a ring hop of shared_scale: 8-bit codes add into 9 bits
+SHAREDK = "sharedk:ratio=0.01"  # choosing a step's coordinates from the shared scores: timed, no target
 RING_OPS = [(spec, "requantize") for spec in QSGD_CODECS] + [(SHARED, "add")]  # timed, no target
 TARGETS = {("qsgd:bits=8", "encode"): 0.5, ("qsgd:bits=4", "encode"): 0.4,
            ("qsgd:bits=8", "decode"): 0.5, ("qsgd:bits=4", "decode"): 0.5,
@@ -83,6 +85,13 @@ def measure(n: int, repeats: int) -> pd.DataFrame:
     for k in choices:
         ops[f"{RANDK}|gather|{k}"] = _with(k, lambda: randk.split(x, key))
         ops[f"{RANDK}|scatter|{k}"] = _with(k, lambda: randk.scatter(values, rest, out))
+    sharedk = make_codec(SHAREDK)
+    gen = torch.Generator().manual_seed(1)
+    state = ChunkState(torch.rand(n, generator=gen), torch.randint(1, 50, (n,), generator=gen).float(),
+                       torch.rand(n, generator=gen) < 0.9)  # fmt: skip
+    state.rate.mul_(state.seen)  # no rate where never sent
+    for k in choices:
+        ops[f"{SHAREDK}|choose|{k}"] = _with(k, lambda: sharedk._choose(state, n, sharedk.k_for(n), key))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -34,16 +34,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..registry import Param
+from . import kernels
 from .base import ChunkKey, generator_for
 from .randk import PARAMS as RANDK_PARAMS
 from .randk import RandomK
 from .sampling import distinct_sample
 from .spec import CODECS, canonical
 
-__all__ = ["GROWTH", "ChunkState", "SharedK"]
+__all__ = ["GROWTH", "ChunkState", "SharedK", "top_sorted"]
 
 #: how the residual waiting at a coordinate grows with the steps since it was sent
 GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -51,11 +53,19 @@ GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "linear": lambda wait: wait,  # a steady drift
 }
 
-#: the rate a coordinate never sent is scored with, from the rates of those that were (``seen``)
-UNSEEN: dict[str, Callable[[torch.Tensor], float]] = {
-    "mean": lambda seen: float(seen.mean()) if seen.numel() else 1.0,  # an average coordinate
-    "first": lambda seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
+#: the rate a coordinate never sent is scored with, from the rates and seen flags of a chunk (rates
+#: are zero where never sent, so the sum over all is the sum over the seen)
+UNSEEN: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
+    "mean": lambda rate, seen: _mean_seen(rate, seen),  # an average coordinate
+    "first": lambda rate, seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
 }
+
+
+def _mean_seen(rate: torch.Tensor, seen: torch.Tensor) -> float:
+    """The mean rate of the coordinates sent before (1.0 when there are none)."""
+    count = int(seen.sum())
+    return float(torch.where(seen, rate, 0.0).sum() / count) if count else 1.0
+
 
 PARAMS = {
     "ratio": RANDK_PARAMS["ratio"],
@@ -78,6 +88,18 @@ PARAMS = {
     ),  # fmt: skip
     "warmup": RANDK_PARAMS["warmup"],
 }
+
+
+def top_sorted(scores: torch.Tensor, top: int) -> torch.Tensor:
+    """int64 indices of the ``top`` largest ``scores`` (ties: lowest index), increasing: every score
+    above the ``top``-th largest, then the lowest-index ones equal to it. The reference of the fused
+    radix select (``kernels/select.py``); a rule that needs no tie order from ``torch.topk``."""
+    if top == 0:
+        return torch.empty(0, dtype=torch.int64)
+    threshold = torch.topk(scores, top, sorted=False).values.min()
+    above = scores > threshold
+    ties = (scores == threshold).nonzero().flatten()[: top - int(above.sum())]
+    return torch.sort(torch.cat([above.nonzero().flatten(), ties])).values
 
 
 @dataclass
@@ -161,26 +183,46 @@ class SharedK(RandomK):
         return self._cache.get(cache_key, lambda: self._choose(state, numel, k, key).to(device))
 
     def scores(self, state: ChunkState) -> torch.Tensor:
-        """``rate * G(wait)`` per coordinate; coordinates never sent take the rate ``unseen`` names."""
-        seen = int(state.seen.sum())
-        fill = UNSEEN[self.unseen](state.rate[state.seen])
-        rate = state.rate if seen == state.rate.numel() else torch.where(state.seen, state.rate, fill)
-        return rate * GROWTH[self.growth](state.wait)
+        """``rate * G(wait)`` per coordinate; coordinates never sent take the rate ``unseen`` names.
+        Canonical, so that they order as their bits do: NaN as +inf, nothing below +0.0."""
+        rate = state.rate
+        if not bool(state.seen.all()):
+            rate = torch.where(state.seen, state.rate, self._fill(state))
+        scores = (rate * GROWTH[self.growth](state.wait)).nan_to_num_(nan=float("inf"), posinf=float("inf"))
+        return torch.where(scores > 0, scores, 0.0)
+
+    def _fill(self, state: ChunkState) -> float:
+        """The rate scored for coordinates never sent."""
+        return UNSEEN[self.unseen](state.rate, state.seen)
 
     def _choose(self, state: ChunkState, numel: int, k: int, key: ChunkKey) -> torch.Tensor:
-        """The highest-score ``round(top * k)`` coordinates and ``k`` minus those drawn among the rest."""
+        """The highest-score ``round(top * k)`` coordinates (ties: lowest index) and ``k`` minus
+        those drawn among the rest, increasing."""
         top_k = min(k, round(self.top * k))
-        best = torch.topk(self.scores(state), top_k, sorted=False).indices if top_k else None
+        if kernels.fused_enabled():
+            from .kernels import select
+
+            fill = 0.0 if state.seen.numpy().all() else self._fill(state)
+            scores = torch.empty(numel, dtype=torch.float32)
+            select.scores_into(state.rate.numpy(), state.wait.numpy(), state.seen.numpy(), fill,
+                               self.growth == "linear", scores.numpy())  # fmt: skip
+            best = select.top_sorted(scores.numpy(), top_k) if top_k else np.empty(0, dtype=np.int64)
+            if top_k == k:
+                return torch.from_numpy(best)
+            positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
+            drawn = np.empty(k - top_k, dtype=np.int64)
+            select.complement_at(best, positions.numpy(), drawn)
+            chosen = np.empty(k, dtype=np.int64)
+            select.merge_sorted(best, drawn, chosen)
+            return torch.from_numpy(chosen)
+        best = top_sorted(self.scores(state), top_k)
         if top_k == k:
-            return torch.sort(best).values
+            return best
         others = torch.ones(numel, dtype=torch.bool)
-        if best is not None:
-            others[best] = False
+        others[best] = False
         pool = others.nonzero().flatten()  # (numel - top_k,), sorted
-        gen = generator_for(key, "sharedk", shared=True)
-        drawn = pool[distinct_sample(pool.numel(), k - top_k, gen)]
-        chosen = drawn if best is None else torch.cat([best, drawn])
-        return torch.sort(chosen).values
+        positions = distinct_sample(pool.numel(), k - top_k, generator_for(key, "sharedk", shared=True))
+        return torch.sort(torch.cat([best, pool[positions]])).values
 
     def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
         """Learn from chunk ``key``'s averaged result (the same on every worker): the rates of the
