@@ -207,3 +207,21 @@ def test_fused_selection_chooses_the_reference_coordinates(spec: str, kind: str)
             top_k = min(k, round(codec.top * k))
             assert set(top_sorted(scores, top_k).tolist()) <= set(ref.tolist())
             assert not torch.isnan(scores).any() and bool((scores >= 0).all())
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba does not import")
+@pytest.mark.parametrize("growth", sorted(GROWTH))
+def test_fused_scores_are_the_reference_scores_bit_for_bit(growth: str) -> None:
+    from adass.codecs.kernels import select
+
+    n = 300_000
+    gen = torch.Generator().manual_seed(3)
+    rate = torch.rand(n, generator=gen) * torch.rand(n, generator=gen).mul(20).exp()
+    wait = torch.randint(1, 1 << 20, (n,), generator=gen).float()  # long waits too
+    seen = torch.rand(n, generator=gen) < 0.7
+    state = ChunkState(torch.where(seen, rate, 0.0), wait, seen)
+    codec = make_codec(f"sharedk:ratio=0.01,growth={growth}")
+    fused = select.scores(
+        *(t.numpy() for t in (state.rate, wait, seen)), codec._fill(state), growth == "linear"
+    )
+    assert torch.equal(codec.scores(state).view(torch.int32), torch.from_numpy(fused).view(torch.int32))

@@ -47,9 +47,17 @@ from .spec import CODECS, canonical
 
 __all__ = ["GROWTH", "ChunkState", "SharedK", "top_sorted"]
 
+
 #: how the residual waiting at a coordinate grows with the steps since it was sent
+def _sqrt(wait: torch.Tensor) -> torch.Tensor:
+    """The correctly rounded float32 square root. torch's vectorised float32 ``sqrt`` may be one
+    unit in the last place off; numpy's float64 root rounded to float32 is exact, as the fused
+    kernel's, so both paths score alike."""
+    return torch.from_numpy(np.sqrt(wait.cpu().numpy().astype(np.float64)).astype(np.float32))
+
+
 GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "walk": torch.sqrt,  # sign-changing gradients: a random walk
+    "walk": _sqrt,  # sign-changing gradients: a random walk
     "linear": lambda wait: wait,  # a steady drift
 }
 
@@ -62,9 +70,10 @@ UNSEEN: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
 
 
 def _mean_seen(rate: torch.Tensor, seen: torch.Tensor) -> float:
-    """The mean rate of the coordinates sent before (1.0 when there are none)."""
+    """The mean rate of the coordinates sent before (1.0 when there are none), summed in float64
+    over the whole chunk: a rate is zero where its coordinate was never sent."""
     count = int(seen.sum())
-    return float(torch.where(seen, rate, 0.0).sum() / count) if count else 1.0
+    return float(rate.sum(dtype=torch.float64) / count) if count else 1.0
 
 
 PARAMS = {
@@ -109,7 +118,8 @@ class ChunkState:
     Attributes
     ----------
     rate : Tensor
-        float32 ``(n,)``: the averaged magnitude per unit of growth seen when last sent.
+        float32 ``(n,)``: the averaged magnitude per unit of growth seen when last sent (zero where
+        never sent).
     wait : Tensor
         float32 ``(n,)``: steps the residual has accumulated since the coordinate was last sent
         (1 right after a send).
@@ -203,10 +213,11 @@ class SharedK(RandomK):
             from .kernels import select
 
             fill = 0.0 if state.seen.numpy().all() else self._fill(state)
-            scores = torch.empty(numel, dtype=torch.float32)
-            select.scores_into(state.rate.numpy(), state.wait.numpy(), state.seen.numpy(), fill,
-                               self.growth == "linear", scores.numpy())  # fmt: skip
-            best = select.top_sorted(scores.numpy(), top_k) if top_k else np.empty(0, dtype=np.int64)
+            arrays = (state.rate.numpy(), state.wait.numpy(), state.seen.numpy())
+            linear = self.growth == "linear"
+            best = (
+                select.top_of_scores(*arrays, fill, linear, top_k) if top_k else np.empty(0, dtype=np.int64)
+            )
             if top_k == k:
                 return torch.from_numpy(best)
             positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
@@ -248,8 +259,11 @@ class SharedK(RandomK):
 
     def load_codec_state(self, state: dict[str, Any]) -> None:
         """Replace the state with :meth:`codec_state`'s; cached selections are forgotten."""
-        self.states = {int(c): ChunkState(s["rate"].to(torch.float32).clone(), s["wait"].to(torch.float32).clone(),
-                                          s["seen"].to(torch.bool).clone()) for c, s in state.items()}  # fmt: skip
+        self.states = {}
+        for c, s in state.items():
+            seen = s["seen"].to(torch.bool).clone()
+            rate = torch.where(seen, s["rate"].to(torch.float32), 0.0)  # no rate where never sent
+            self.states[int(c)] = ChunkState(rate, s["wait"].to(torch.float32).clone(), seen)
         self._cache.clear()
 
 

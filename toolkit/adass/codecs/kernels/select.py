@@ -2,82 +2,106 @@
 mapping of random positions onto the coordinates left over, without sorting the chunk.
 
 The top share is found by a radix select on the scores' bits: a non-negative float32 orders like its
-bit pattern read as an unsigned integer, so a pass counts the highest 11 bits into 2048 bins, the
-next pass the following 11 bits of the keys in the bin where the ``top``-th largest score lies, a
-third the last 10, and a last pass takes, in index order, every score above that threshold and the
-lowest-index ones equal to it. Each pass counts into four histograms in turn (32 KiB in all, in the
-L1 cache), so that a long run of equal keys, such as the scores of coordinates never sent, does
-not make every count wait for the one before.
-The result comes out sorted, and ties go to the lowest index, as in the reference
+bit pattern read as an unsigned integer. A pass after the one that computes the scores counts
+their highest 11 bits into 2048 bins (four histograms in turn, 32 KiB in all, in the L1 cache, so that a
+long run of equal keys, such as the scores of coordinates never sent, does not make every count
+wait for the one before); a second pass gathers the keys of the bin where the ``top``-th largest
+score lies, the next bits are counted among those alone, and a last pass takes, in index order,
+every score above the threshold found and the lowest-index ones equal to it. The result comes out sorted, and ties go to the lowest index, as in the reference
 (``shared.top_sorted``). Scores are canonical first (NaN as +inf, negatives and -0.0 as +0.0), in
-both. The arithmetic of a score (``rate * sqrt(wait)`` or ``rate * wait``, float32) is the
-reference's, so both choose the same coordinates.
+both. The arithmetic of a score (``rate * sqrt(wait)`` with the correctly rounded root, or
+``rate * wait``, float32) is the reference's, so both choose the same coordinates.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
-__all__ = ["complement_at", "merge_sorted", "scores_into", "top_sorted"]
+__all__ = ["complement_at", "merge_sorted", "scores", "top_of_scores"]
+
+
+_WAYS = 4  # histograms counted side by side, so that runs of equal keys do not wait on one counter
+_BITS = 11  # bits of a key decided per level: 2048 bins, four ways of int32 in 32 KiB (the L1 cache)
 
 
 @numba.njit(cache=True, nogil=True)
-def scores_into(rate, wait, seen, fill, linear, out):
-    """``out[i] = r_i * G(wait[i])`` with ``r_i = rate[i]`` where seen, else ``fill``; ``G`` is the
-    identity (``linear``) or the square root. Canonical: NaN as +inf, not above zero as +0.0."""
+def _scores(rate, wait, seen, fill, linear, keys, hist):
+    """Canonical scores ``r_i * G(wait[i])`` as their bits into ``keys`` (``r_i = rate[i]`` where seen,
+    else ``fill``; ``G`` the identity when ``linear``, else the square root; NaN as +inf, not above
+    zero as +0.0), and the counts of their highest bits into ``hist``."""
     f = np.float32(fill)
     inf = np.float32(np.inf)
     zero = np.float32(0.0)
+    out = keys.view(np.float32)
+    top_shift = np.uint32(32 - _BITS)
     for i in range(rate.size):
         r = rate[i] if seen[i] else f
-        g = wait[i] if linear else np.sqrt(wait[i])
-        s = r * g
+        g = wait[i] if linear else np.float32(np.sqrt(np.float64(wait[i])))  # correctly rounded
+        s = np.float32(r * g)
         if s != s:
             s = inf
         elif s <= zero:
             s = zero
         out[i] = s
-
-
-# radix levels: (shift, bits) from the highest bits down
-_LEVELS = ((21, 11), (10, 11), (0, 10))
-_WAYS = 4  # histograms counted side by side, so that runs of equal keys do not wait on one counter
+    for i in range(keys.size):  # a pass of its own: counting in the loop above runs 5x slower
+        hist[i % _WAYS, keys[i] >> top_shift] += 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_into(keys, top, out):
-    """The indices of the ``top`` largest ``keys`` (ties: lowest index), increasing, into ``out``."""
-    hist = np.zeros((_WAYS, 1 << 11), dtype=np.int32)  # 32 KiB: stays in the L1 cache
-    prefix = np.uint32(0)  # the threshold's bits found so far
-    known = np.uint32(0)  # which bits of it are found
-    above = 0  # keys known to lie above the threshold
-    whole = keys.size - keys.size % _WAYS
-    for shift, bits in _LEVELS:
+def _digit(hist, above, top):
+    """The highest bin at which the keys counted in ``hist`` (plus ``above``, the keys known to lie
+    higher) reach ``top``; and the count above that bin."""
+    digit = hist.shape[1] - 1
+    while True:
+        count = 0
+        for w in range(_WAYS):
+            count += hist[w, digit]
+        if above + count >= top:
+            return digit, above
+        above += count
+        digit -= 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_of(rate, wait, seen, fill, linear, top, keys, out):
+    """The indices of the ``top`` largest canonical scores (ties: lowest index), increasing, into
+    ``out`` (one slot longer than ``top``); ``keys``: scratch for the scores' bits."""
+    n = rate.size
+    hist = np.zeros((_WAYS, 1 << _BITS), dtype=np.int32)
+    _scores(rate, wait, seen, fill, linear, keys, hist)
+    shift = 32 - _BITS
+    digit, above = _digit(hist, 0, top)
+    prefix = np.uint32(digit) << np.uint32(shift)
+    # the keys that share the threshold's bits so far: few, unless many scores are equal
+    m = 0
+    for w in range(_WAYS):
+        m += hist[w, digit]
+    candidates = np.empty(m + 1, dtype=np.uint32)  # a spare slot for the writes not kept
+    m = 0
+    for i in range(n):  # branch-free, as the passes below
+        candidates[m] = keys[i]
+        m += np.int64(keys[i] >> np.uint32(shift) == np.uint32(digit))
+    while shift > 0:
+        bits = min(_BITS, shift)
+        shift -= bits
+        sh, mask = np.uint32(shift), np.uint32((1 << bits) - 1)
         hist[:] = 0
-        sh = np.uint32(shift)
-        mask = np.uint32((1 << bits) - 1)
-        for i in range(0, whole, _WAYS):  # branch-free: the test is a coin toss for many keys
-            for w in range(_WAYS):
-                key = keys[i + w]
-                hist[w, (key >> sh) & mask] += np.int32(key & known == prefix)
-        for i in range(whole, keys.size):
-            key = keys[i]
-            hist[0, (key >> sh) & mask] += np.int32(key & known == prefix)
-        digit = (1 << bits) - 1
-        while True:
-            count = 0
-            for w in range(_WAYS):
-                count += hist[w, digit]
-            if above + count >= top:
-                break
-            above += count
-            digit -= 1
+        for i in range(m):
+            hist[i % _WAYS, (candidates[i] >> sh) & mask] += 1
+        digit, above = _digit(hist[:, : 1 << bits], above, top)
         prefix |= np.uint32(digit) << sh
-        known |= mask << sh
+        kept = 0
+        for i in range(m):
+            key = candidates[i]
+            candidates[kept] = key
+            kept += np.int64((key >> sh) & mask == np.uint32(digit))
+        m = kept
     ties = top - above
     j = 0
-    for i in range(keys.size):  # branch-free; ``out`` has a spare slot for the writes not kept
+    for i in range(n):  # branch-free; ``out`` has a spare slot for the writes not kept
         key = keys[i]
         tie = np.int64(key == prefix) & np.int64(ties > 0)
         out[j] = i
@@ -85,12 +109,34 @@ def _top_into(keys, top, out):
         ties -= tie
 
 
-def top_sorted(scores: np.ndarray, top: int) -> np.ndarray:
-    """int64 indices of the ``top`` largest of canonical float32 ``scores`` (ties: lowest index),
-    increasing; ``0 < top <= scores.size``."""
+def top_of_scores(
+    rate: np.ndarray, wait: np.ndarray, seen: np.ndarray, fill: float, linear: bool, top: int
+) -> np.ndarray:
+    """int64 indices, increasing, of the ``top`` largest canonical scores of ``sharedk`` (ties:
+    lowest index); ``0 < top <= rate.size``."""
     out = np.empty(top + 1, dtype=np.int64)
-    _top_into(scores.view(np.uint32), top, out)
+    _top_of(rate, wait, seen, np.float32(fill), linear, top, _scratch(rate.size), out)
     return out[:top]
+
+
+def scores(rate: np.ndarray, wait: np.ndarray, seen: np.ndarray, fill: float, linear: bool) -> np.ndarray:
+    """The canonical float32 scores the choice ranks (for tests and inspection)."""
+    keys = np.empty(rate.size, dtype=np.uint32)
+    hist = np.zeros((_WAYS, 1 << _BITS), dtype=np.int32)
+    _scores(rate, wait, seen, np.float32(fill), linear, keys, hist)
+    return keys.view(np.float32)
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """This thread's uint32 scratch of at least ``n`` values, kept between calls: a fresh array
+    as large as a chunk would fault its pages in at every call."""
+    keys = getattr(_local, "keys", None)
+    if keys is None or keys.size < n:
+        keys = _local.keys = np.empty(max(n, 1), dtype=np.uint32)
+    return keys[:n]
 
 
 @numba.njit(cache=True, nogil=True)
