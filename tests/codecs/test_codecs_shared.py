@@ -74,7 +74,6 @@ def test_top_one_is_the_scores_alone_and_top_zero_is_random() -> None:
     greedy = _observed(make_codec("sharedk:ratio=0.1,top=1.0"), n, 3)
     scores = greedy.scores(greedy.states[0])
     chosen = greedy.indices(n, ChunkKey(7, 3, 0))
-    assert torch.equal(chosen, top_sorted(scores, 30))
     assert float(scores[chosen].min()) >= float(torch.topk(scores, 30).values.min())
     random = _observed(make_codec("sharedk:ratio=0.1,top=0.0"), n, 3)
     again = _observed(make_codec("sharedk:ratio=0.1,top=0.0"), n, 3)
@@ -176,15 +175,34 @@ def _state_of(n: int, kind: str) -> ChunkState:
     return ChunkState(rate, wait, seen)
 
 
-def test_top_sorted_breaks_ties_towards_the_lowest_index() -> None:
+def test_top_sorted_takes_every_score_above_the_threshold_and_picked_ties() -> None:
     scores = torch.tensor([1.0, 3.0, 2.0, 3.0, 2.0, 2.0, 0.0, 2.0])
-    assert top_sorted(scores, 1).tolist() == [1]
-    assert top_sorted(scores, 3).tolist() == [1, 2, 3]  # both 3s, then the first 2
-    assert top_sorted(scores, 5).tolist() == [1, 2, 3, 4, 5]
-    assert top_sorted(scores, 8).tolist() == list(range(8))
-    assert top_sorted(scores, 0).numel() == 0
+    asked = []
+
+    def pick(m: int, r: int) -> torch.Tensor:
+        asked.append((m, r))
+        return torch.arange(m - r, m)  # the last r of the m tied scores
+
+    assert top_sorted(scores, 1, pick).tolist() == [3] and asked == [(2, 1)]
+    assert top_sorted(scores, 3, pick).tolist() == [1, 3, 7]  # both 3s, then the last 2
+    assert asked[-1] == (4, 1)
+    assert top_sorted(scores, 2, pick).tolist() == [1, 3]  # no tie to break: pick not asked
+    assert len(asked) == 2
+    assert top_sorted(scores, 8, pick).tolist() == list(range(8))
+    assert top_sorted(scores, 0, pick).numel() == 0
     distinct = torch.randperm(500, generator=torch.Generator().manual_seed(0)).float()
-    assert torch.equal(top_sorted(distinct, 40), torch.sort(torch.topk(distinct, 40).indices).values)
+    assert torch.equal(top_sorted(distinct, 40, pick), torch.sort(torch.topk(distinct, 40).indices).values)
+
+
+def test_tied_scores_are_chosen_by_the_shared_seed_not_by_position() -> None:
+    n, k = 1000, 100
+    codec = make_codec("sharedk:ratio=0.1,top=1.0")
+    state = ChunkState(torch.ones(n), torch.ones(n), torch.ones(n, dtype=torch.bool))  # all tied
+    picks = [codec._choose(state, n, k, ChunkKey(1, step, 0)) for step in range(2)]
+    again = make_codec("sharedk:ratio=0.1,top=1.0")._choose(state, n, k, ChunkKey(1, 0, 0))
+    assert torch.equal(picks[0], again)  # the same key, the same choice on every worker
+    assert not torch.equal(picks[0], picks[1])  # another step, another draw
+    assert float(picks[0].float().mean()) > 300  # spread over the chunk, not its first k
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba does not import")
@@ -202,10 +220,13 @@ def test_fused_selection_chooses_the_reference_coordinates(spec: str, kind: str)
         )
         assert torch.equal(ref, fused), (spec, kind, n)
         assert ref.numel() == k and bool((ref[1:] > ref[:-1]).all())
-        if k and codec.top > 0:  # the top share holds the highest scores (NaN counted highest)
+        top_k = min(k, round(codec.top * k))
+        if top_k:  # the top share holds the highest scores (NaN counted highest)
             scores = codec.scores(state)
-            top_k = min(k, round(codec.top * k))
-            assert set(top_sorted(scores, top_k).tolist()) <= set(ref.tolist())
+            threshold = float(torch.topk(scores, top_k).values.min())
+            chosen = set(ref.tolist())
+            assert set((scores > threshold).nonzero().flatten().tolist()) <= chosen
+            assert sum(float(scores[i]) >= threshold for i in chosen) >= top_k
             assert not torch.isnan(scores).any() and bool((scores >= 0).all())
 
 

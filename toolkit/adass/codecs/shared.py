@@ -99,15 +99,18 @@ PARAMS = {
 }
 
 
-def top_sorted(scores: torch.Tensor, top: int) -> torch.Tensor:
-    """int64 indices of the ``top`` largest ``scores`` (ties: lowest index), increasing: every score
-    above the ``top``-th largest, then the lowest-index ones equal to it. The reference of the fused
-    radix select (``kernels/select.py``); a rule that needs no tie order from ``torch.topk``."""
+def top_sorted(scores: torch.Tensor, top: int, pick: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
+    """int64 indices of the ``top`` largest ``scores``, increasing: every score above the
+    ``top``-th largest, and of the scores equal to it the ``r`` whose ranks (in index order)
+    ``pick(m, r)`` gives out of the ``m`` there are. The reference of the fused radix select
+    (``kernels/select.py``); it needs no tie order from ``torch.topk``."""
     if top == 0:
         return torch.empty(0, dtype=torch.int64)
     threshold = torch.topk(scores, top, sorted=False).values.min()
     above = scores > threshold
-    ties = (scores == threshold).nonzero().flatten()[: top - int(above.sum())]
+    equal = (scores == threshold).nonzero().flatten()
+    need = top - int(above.sum())
+    ties = equal if need == equal.numel() else equal[pick(equal.numel(), need)]
     return torch.sort(torch.cat([above.nonzero().flatten(), ties])).values
 
 
@@ -205,9 +208,16 @@ class SharedK(RandomK):
         """The rate scored for coordinates never sent."""
         return UNSEEN[self.unseen](state.rate, state.seen)
 
+    @staticmethod
+    def _ties(key: ChunkKey, equal: int, need: int) -> torch.Tensor:
+        """Which ``need`` of ``equal`` tied scores the top share takes (ranks in index order,
+        increasing): a uniform choice from the chunk key's shared seed, so that runs of equal
+        scores (coordinates never sent, waiting alike) favour no part of the chunk."""
+        return distinct_sample(equal, need, generator_for(key, "sharedk-ties", shared=True))
+
     def _choose(self, state: ChunkState, numel: int, k: int, key: ChunkKey) -> torch.Tensor:
-        """The highest-score ``round(top * k)`` coordinates (ties: lowest index) and ``k`` minus
-        those drawn among the rest, increasing."""
+        """The highest-score ``round(top * k)`` coordinates (ties: a shared-seed choice) and ``k``
+        minus those drawn among the rest, increasing."""
         top_k = min(k, round(self.top * k))
         if kernels.fused_enabled():
             from .kernels import select
@@ -215,9 +225,11 @@ class SharedK(RandomK):
             fill = 0.0 if state.seen.numpy().all() else self._fill(state)
             arrays = (state.rate.numpy(), state.wait.numpy(), state.seen.numpy())
             linear = self.growth == "linear"
-            best = (
-                select.top_of_scores(*arrays, fill, linear, top_k) if top_k else np.empty(0, dtype=np.int64)
-            )
+            best = np.empty(0, dtype=np.int64)
+            if top_k:
+                best = select.top_of_scores(
+                    *arrays, fill, linear, top_k, lambda m, r: self._ties(key, m, r).numpy()
+                )
             if top_k == k:
                 return torch.from_numpy(best)
             positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
@@ -226,7 +238,7 @@ class SharedK(RandomK):
             chosen = np.empty(k, dtype=np.int64)
             select.merge_sorted(best, drawn, chosen)
             return torch.from_numpy(chosen)
-        best = top_sorted(self.scores(state), top_k)
+        best = top_sorted(self.scores(state), top_k, lambda m, r: self._ties(key, m, r))
         if top_k == k:
             return best
         others = torch.ones(numel, dtype=torch.bool)

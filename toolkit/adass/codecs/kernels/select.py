@@ -7,7 +7,8 @@ their highest 11 bits into 2048 bins (four histograms in turn, 32 KiB in all, in
 long run of equal keys, such as the scores of coordinates never sent, does not make every count
 wait for the one before); a second pass gathers the keys of the bin where the ``top``-th largest
 score lies, the next bits are counted among those alone, and a last pass takes, in index order,
-every score above the threshold found and the lowest-index ones equal to it. The result comes out sorted, and ties go to the lowest index, as in the reference
+every score above the threshold found and, of the scores equal to it, those whose ranks the
+caller picks (a shared-seed draw). The result comes out sorted and is the reference's
 (``shared.top_sorted``). Scores are canonical first (NaN as +inf, negatives and -0.0 as +0.0), in
 both. The arithmetic of a score (``rate * sqrt(wait)`` with the correctly rounded root, or
 ``rate * wait``, float32) is the reference's, so both choose the same coordinates.
@@ -16,6 +17,7 @@ both. The arithmetic of a score (``rate * sqrt(wait)`` with the correctly rounde
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -66,9 +68,9 @@ def _digit(hist, above, top):
 
 
 @numba.njit(cache=True, nogil=True)
-def _top_of(rate, wait, seen, fill, linear, top, keys, out):
-    """The indices of the ``top`` largest canonical scores (ties: lowest index), increasing, into
-    ``out`` (one slot longer than ``top``); ``keys``: scratch for the scores' bits."""
+def _threshold(rate, wait, seen, fill, linear, top, keys):
+    """The bits of the ``top``-th largest canonical score, how many scores lie above it and how
+    many equal it; the scores' bits go to ``keys``."""
     n = rate.size
     hist = np.zeros((_WAYS, 1 << _BITS), dtype=np.int32)
     _scores(rate, wait, seen, fill, linear, keys, hist)
@@ -99,23 +101,46 @@ def _top_of(rate, wait, seen, fill, linear, top, keys, out):
             candidates[kept] = key
             kept += np.int64((key >> sh) & mask == np.uint32(digit))
         m = kept
-    ties = top - above
+    return prefix, above, m
+
+
+@numba.njit(cache=True, nogil=True)
+def _take(keys, threshold, ties, out):
+    """Into ``out`` (increasing, one slot longer than what is taken): every index whose key lies
+    above ``threshold``, and of those equal to it the ones whose rank among them (from 0, in index
+    order) is listed in ``ties`` (increasing, ending in -1)."""
     j = 0
-    for i in range(n):  # branch-free; ``out`` has a spare slot for the writes not kept
+    t = 0
+    p = 0
+    for i in range(keys.size):  # branch-free; ``out`` has a spare slot for the writes not kept
         key = keys[i]
-        tie = np.int64(key == prefix) & np.int64(ties > 0)
+        tie = np.int64(key == threshold)
+        chosen = tie & np.int64(ties[p] == t)
         out[j] = i
-        j += np.int64(key > prefix) | tie
-        ties -= tie
+        j += np.int64(key > threshold) | chosen
+        p += chosen
+        t += tie
 
 
 def top_of_scores(
-    rate: np.ndarray, wait: np.ndarray, seen: np.ndarray, fill: float, linear: bool, top: int
+    rate: np.ndarray,
+    wait: np.ndarray,
+    seen: np.ndarray,
+    fill: float,
+    linear: bool,
+    top: int,
+    pick: Callable[[int, int], np.ndarray],
 ) -> np.ndarray:
-    """int64 indices, increasing, of the ``top`` largest canonical scores of ``sharedk`` (ties:
-    lowest index); ``0 < top <= rate.size``."""
+    """int64 indices, increasing, of the ``top`` largest canonical scores of ``sharedk``;
+    ``0 < top <= rate.size``. Where several scores equal the smallest one taken, ``pick(m, r)``
+    says which ``r`` of those ``m`` (their ranks in index order, increasing)."""
+    keys = _scratch(rate.size)
+    threshold, above, equal = _threshold(rate, wait, seen, np.float32(fill), linear, top, keys)
+    need = top - above
+    ranks = np.arange(need, dtype=np.int64) if need == equal else pick(equal, need)
+    ties = np.append(ranks, np.int64(-1))
     out = np.empty(top + 1, dtype=np.int64)
-    _top_of(rate, wait, seen, np.float32(fill), linear, top, _scratch(rate.size), out)
+    _take(keys, threshold, ties, out)
     return out[:top]
 
 
