@@ -40,8 +40,8 @@ def arms(plan: Plan) -> list[Arm]:
 
 
 def count(plan: Plan) -> dict[str, int]:
-    """Runs of this claim's grid on each data set."""
-    return count_grid(plan, arms(plan), family="technique")
+    """Runs of this claim's grid on each data set (its own extra settings included)."""
+    return count_grid(plan.sparsify(), arms(plan), family="technique")
 
 
 def checks(table: pd.DataFrame) -> list[Check]:
@@ -62,7 +62,9 @@ def checks(table: pd.DataFrame) -> list[Check]:
 
 
 def run(plan: Plan, out: Path, runner: Runner) -> Section:
-    """Run the grid on ``plan.grid_workers`` virtual replicas; plots go to ``out/plots``."""
+    """Run the grid on ``plan.grid_workers`` virtual replicas, on the shared settings and the
+    plan's ``rs_settings``; plots go to ``out/plots``."""
+    plan = plan.sparsify()
     table, runs, left_out = measure_grid(plan, arms(plan), "claim 3", runner, family="technique")
     section = Section("sparsify", CLAIM, tables={"summary": table, "runs": runs}, not_run=left_out)
     section.lines = [
