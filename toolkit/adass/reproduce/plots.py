@@ -37,14 +37,20 @@ def bar_plot(path: Path, labels: Sequence[str], values: Sequence[float], errors:
     return _save(fig, path)
 
 
+_MARKERS = ("o", "s", "^")
+_STYLES = ("-", "--", ":")
+
+
 def line_plot(path: Path, frame: pd.DataFrame, x: str, y: str, group: str, xlabel: str, ylabel: str, title: str,
               logx: bool = False, yerr: str | None = None, line: float | None = None, line_label: str = "") -> Path:  # fmt: skip
     """One line per value of ``group``: ``y`` against ``x``, with error bars from ``yerr``."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for name, part in frame.groupby(group, sort=False):
+    for i, (name, part) in enumerate(frame.groupby(group, sort=False)):
         part = part.sort_values(x)
         errors = None if yerr is None else part[yerr].fillna(0.0)
-        ax.errorbar(part[x], part[y], yerr=errors, marker="o", capsize=3, label=str(name))
+        # ten colours; past them the line style and marker change too, so no two lines look alike
+        ax.errorbar(part[x], part[y], yerr=errors, color=f"C{i % 10}", marker=_MARKERS[i // 10 % len(_MARKERS)],
+                    linestyle=_STYLES[i // 10 % len(_STYLES)], capsize=3, label=str(name))  # fmt: skip
     if logx:  # ticks at the measured points, written plainly (2, 4, 8; 0.001, 0.01, 0.1)
         ax.set_xscale("log")
         ticks = sorted(frame[x].dropna().unique())
