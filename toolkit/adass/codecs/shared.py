@@ -48,7 +48,6 @@ from .spec import CODECS, canonical
 __all__ = ["GROWTH", "ChunkState", "SharedK", "top_sorted"]
 
 
-#: how the residual waiting at a coordinate grows with the steps since it was sent
 def _sqrt(wait: torch.Tensor) -> torch.Tensor:
     """The correctly rounded float32 square root. torch's vectorised float32 ``sqrt`` may be one
     unit in the last place off; numpy's float64 root rounded to float32 is exact, as the fused
@@ -56,6 +55,7 @@ def _sqrt(wait: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.sqrt(wait.cpu().numpy().astype(np.float64)).astype(np.float32))
 
 
+#: how the residual waiting at a coordinate grows with the steps since it was sent
 GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "walk": _sqrt,  # sign-changing gradients: a random walk
     "linear": lambda wait: wait,  # a steady drift
@@ -112,6 +112,23 @@ def top_sorted(scores: torch.Tensor, top: int, pick: Callable[[int, int], torch.
     need = top - int(above.sum())
     ties = equal if need == equal.numel() else equal[pick(equal.numel(), need)]
     return torch.sort(torch.cat([above.nonzero().flatten(), ties])).values
+
+
+def _with_rest(best: torch.Tensor, positions: torch.Tensor, numel: int) -> torch.Tensor:
+    """``best`` (increasing) joined by the coordinates at ``positions`` (increasing) among those
+    of ``[0, numel)`` not in ``best``, increasing: a merge walk with the fused kernels, else a mask."""
+    if kernels.fused_enabled():
+        from .kernels import select
+
+        drawn = np.empty(positions.numel(), dtype=np.int64)
+        select.complement_at(best.numpy(), positions.numpy(), drawn)
+        chosen = np.empty(best.numel() + drawn.size, dtype=np.int64)
+        select.merge_sorted(best.numpy(), drawn, chosen)
+        return torch.from_numpy(chosen)
+    others = torch.ones(numel, dtype=torch.bool)
+    others[best] = False
+    pool = others.nonzero().flatten()  # (numel - best.numel(),), sorted
+    return torch.sort(torch.cat([best, pool[positions]])).values
 
 
 @dataclass
@@ -198,15 +215,13 @@ class SharedK(RandomK):
     def scores(self, state: ChunkState) -> torch.Tensor:
         """``rate * G(wait)`` per coordinate; coordinates never sent take the rate ``unseen`` names.
         Canonical, so that they order as their bits do: NaN as +inf, nothing below +0.0."""
-        rate = state.rate
-        if not bool(state.seen.all()):
-            rate = torch.where(state.seen, state.rate, self._fill(state))
+        rate = torch.where(state.seen, state.rate, self._fill(state))
         scores = (rate * GROWTH[self.growth](state.wait)).nan_to_num_(nan=float("inf"), posinf=float("inf"))
         return torch.where(scores > 0, scores, 0.0)
 
     def _fill(self, state: ChunkState) -> float:
-        """The rate scored for coordinates never sent."""
-        return UNSEEN[self.unseen](state.rate, state.seen)
+        """The rate scored for coordinates never sent (0.0, unused, where every one was sent)."""
+        return 0.0 if state.seen.numpy().all() else UNSEEN[self.unseen](state.rate, state.seen)
 
     @staticmethod
     def _ties(key: ChunkKey, equal: int, need: int) -> torch.Tensor:
@@ -219,33 +234,26 @@ class SharedK(RandomK):
         """The highest-score ``round(top * k)`` coordinates (ties: a shared-seed choice) and ``k``
         minus those drawn among the rest, increasing."""
         top_k = min(k, round(self.top * k))
-        if kernels.fused_enabled():
-            from .kernels import select
-
-            fill = 0.0 if state.seen.numpy().all() else self._fill(state)
-            arrays = (state.rate.numpy(), state.wait.numpy(), state.seen.numpy())
-            linear = self.growth == "linear"
-            best = np.empty(0, dtype=np.int64)
-            if top_k:
-                best = select.top_of_scores(
-                    *arrays, fill, linear, top_k, lambda m, r: self._ties(key, m, r).numpy()
-                )
-            if top_k == k:
-                return torch.from_numpy(best)
-            positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
-            drawn = np.empty(k - top_k, dtype=np.int64)
-            select.complement_at(best, positions.numpy(), drawn)
-            chosen = np.empty(k, dtype=np.int64)
-            select.merge_sorted(best, drawn, chosen)
-            return torch.from_numpy(chosen)
-        best = top_sorted(self.scores(state), top_k, lambda m, r: self._ties(key, m, r))
+        best = self._top(state, top_k, key)
         if top_k == k:
             return best
-        others = torch.ones(numel, dtype=torch.bool)
-        others[best] = False
-        pool = others.nonzero().flatten()  # (numel - top_k,), sorted
-        positions = distinct_sample(pool.numel(), k - top_k, generator_for(key, "sharedk", shared=True))
-        return torch.sort(torch.cat([best, pool[positions]])).values
+        positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
+        return _with_rest(best, positions, numel)
+
+    def _top(self, state: ChunkState, top_k: int, key: ChunkKey) -> torch.Tensor:
+        """The ``top_k`` highest-score coordinates, increasing: the fused radix select or its
+        pure-torch reference (the same indices)."""
+        pick = lambda m, r: self._ties(key, m, r)  # noqa: E731
+        if not kernels.fused_enabled():
+            return top_sorted(self.scores(state), top_k, pick)
+        if not top_k:
+            return torch.empty(0, dtype=torch.int64)
+        from .kernels import select
+
+        arrays = (state.rate.numpy(), state.wait.numpy(), state.seen.numpy())
+        best = select.top_of_scores(*arrays, self._fill(state), self.growth == "linear", top_k,
+                                    lambda m, r: pick(m, r).numpy())  # fmt: skip
+        return torch.from_numpy(best)
 
     def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
         """Learn from chunk ``key``'s averaged result (the same on every worker): the rates of the

@@ -16,7 +16,6 @@ both. The arithmetic of a score (``rate * sqrt(wait)`` with the correctly rounde
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numba
@@ -134,7 +133,7 @@ def top_of_scores(
     """int64 indices, increasing, of the ``top`` largest canonical scores of ``sharedk``;
     ``0 < top <= rate.size``. Where several scores equal the smallest one taken, ``pick(m, r)``
     says which ``r`` of those ``m`` (their ranks in index order, increasing)."""
-    keys = _scratch(rate.size)
+    keys = np.empty(rate.size, dtype=np.uint32)
     threshold, above, equal = _threshold(rate, wait, seen, np.float32(fill), linear, top, keys)
     need = top - above
     ranks = np.arange(need, dtype=np.int64) if need == equal else pick(equal, need)
@@ -150,18 +149,6 @@ def scores(rate: np.ndarray, wait: np.ndarray, seen: np.ndarray, fill: float, li
     hist = np.zeros((_WAYS, 1 << _BITS), dtype=np.int32)
     _scores(rate, wait, seen, np.float32(fill), linear, keys, hist)
     return keys.view(np.float32)
-
-
-_local = threading.local()
-
-
-def _scratch(n: int) -> np.ndarray:
-    """This thread's uint32 scratch of at least ``n`` values, kept between calls: a fresh array
-    as large as a chunk would fault its pages in at every call."""
-    keys = getattr(_local, "keys", None)
-    if keys is None or keys.size < n:
-        keys = _local.keys = np.empty(max(n, 1), dtype=np.uint32)
-    return keys[:n]
 
 
 @numba.njit(cache=True, nogil=True)
