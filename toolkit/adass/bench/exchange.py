@@ -9,6 +9,7 @@ codec's speedup is the median over rounds of fp32's time over its own.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -82,13 +83,32 @@ def _slowest(seconds: float) -> float:
 
 
 def _timed(fn, x: torch.Tensor) -> float:
+    return _timed_cpu(fn, x)[0]
+
+
+def _timed_cpu(fn, x: torch.Tensor) -> tuple[float, float, float]:
+    """One timed call of ``fn`` on a fresh copy of ``x``: the slowest rank's wall seconds, and the
+    largest and the summed CPU seconds of the ranks' processes (every thread: gloo's too)."""
     import torch.distributed as dist
 
     work = x.clone()  # both contenders reduce in place into a fresh copy, made outside the clock
     dist.barrier()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     fn(work)
-    return _slowest(time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    most = torch.tensor([wall, cpu], dtype=torch.float64)
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    total = torch.tensor([cpu], dtype=torch.float64)
+    dist.all_reduce(total)
+    return float(most[0]), float(most[1]), float(total[0])
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity where the platform tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _in_place(exchange):
@@ -126,15 +146,19 @@ def loopback_worker(
         for codec, exchange in slow.items():
             _timed(_in_place(exchange), x)
             wire[codec] = sum(r.wire_bytes for r in exchange.traffic())
-        times: dict[str, list[float]] = {codec: [] for codec in slow}
+        times: dict[str, list[tuple[float, float, float]]] = {codec: [] for codec in slow}
         for _ in range(throttled_repeats):
             for codec, exchange in slow.items():
-                times[codec].append(_timed(_in_place(exchange), x))
+                times[codec].append(_timed_cpu(_in_place(exchange), x))
         for codec in slow:
-            speedup = statistics.median(f / t for f, t in zip(times["fp32"], times[codec], strict=True))
+            walls = [t[0] for t in times[codec]]
+            speedup = statistics.median(f[0] / t for f, t in zip(times["fp32"], walls, strict=True))
             rows.append({"part": "throttled", "workers": world, "size_mb": mb, "codec": codec,
-                         "ring_s": statistics.median(times[codec]), "wire_bytes_rank": wire[codec],
-                         "speedup_vs_fp32": speedup})  # fmt: skip
+                         "ring_s": statistics.median(walls), "wire_bytes_rank": wire[codec],
+                         "speedup_vs_fp32": speedup,
+                         "cpu_s_rank": statistics.median(t[1] for t in times[codec]),
+                         "cpu_s_all": statistics.median(t[2] for t in times[codec]),
+                         "cores": usable_cores()})  # fmt: skip
         del x
     return rows
 
@@ -152,7 +176,32 @@ def loopback(workers: list[int], sizes_mb: list[float], repeats: int, throttled_
     frame.loc[fast, "all_reduce_gb_s"] = frame.size_mb / 1e3 / frame.all_reduce_s
     slow = frame.part == "throttled"
     frame["model_s"] = frame.apply(lambda r: _ring_model_s(r.workers, r.wire_bytes_rank), axis=1).where(slow)
+    if slow.any():
+        limits(frame)
     return frame
+
+
+def limits(frame: pd.DataFrame) -> None:
+    """Add to the throttled rows what bounds their time (in place).
+
+    ``cpu_floor_s``: the least wall time the ranks' measured CPU allows on this machine, their
+    summed CPU over its cores (or the busiest rank's, if more). ``limit``: ``cpu`` where that
+    floor exceeds the link model's time, else ``link``. ``own_core_s``: the least wall time with
+    a core for each rank, the larger of the busiest rank's CPU and the link model (CPU work fully
+    overlapping the link). ``own_core_speedup``: fp32's ``own_core_s`` over the codec's, at the
+    same worker count and size: what the speedup could reach where the ranks do not share cores.
+    """
+    slow = frame.part == "throttled"
+    rows = frame[slow]
+    floor = pd.concat([rows.cpu_s_all / rows.cores, rows.cpu_s_rank], axis=1).max(axis=1)
+    own = pd.concat([rows.cpu_s_rank, rows.model_s], axis=1).max(axis=1)
+    fp32 = own[rows.codec == "fp32"]
+    base = pd.Series(fp32.to_numpy(), index=pd.MultiIndex.from_frame(rows.loc[fp32.index, ["workers", "size_mb"]]))
+    keys = pd.MultiIndex.from_frame(rows[["workers", "size_mb"]])
+    frame.loc[slow, "cpu_floor_s"] = floor
+    frame.loc[slow, "limit"] = (floor > rows.model_s).map({True: "cpu", False: "link"})
+    frame.loc[slow, "own_core_s"] = own
+    frame.loc[slow, "own_core_speedup"] = base.reindex(keys).to_numpy() / own.to_numpy()
 
 
 def _ring_model_s(workers: int, wire_bytes_rank: float) -> float:
@@ -207,6 +256,10 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
                                           "all_reduce_gb_s", "throughput_ratio"]]  # fmt: skip
     slow = real[real.part == "throttled"][["workers", "size_mb", "codec", "ring_s", "model_s",
                                            "speedup_vs_fp32", "wire_bytes_rank"]]  # fmt: skip
+    bounds = real[real.part == "throttled"][["workers", "size_mb", "codec", "ring_s", "cpu_s_rank",
+                                             "cpu_s_all", "cpu_floor_s", "model_s", "limit",
+                                             "own_core_s", "own_core_speedup"]]  # fmt: skip
+    cores = int(real[real.part == "throttled"].cores.iloc[0])
     text = [
         "# adass bench exchange", "",
         f"## Simulated: {n_text} fp32 values per worker, in-process workers, link model 1gbit,50us and 10gbit,5us", "",
@@ -216,6 +269,14 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         f"## Loopback throttled to {THROTTLE_LINK}: `{THROTTLE_RING}` per codec "
         "(model_s: the link model's time for the bytes a rank received)", "",
         markdown_table(slow, digits=3), "",
+        f"## What bounds the throttled times: CPU per reduce (every thread of a rank's process) on "
+        f"{cores} usable cores, against the link model", "",
+        "cpu_s_rank: the busiest rank's CPU seconds, cpu_s_all: all ranks' together (medians over "
+        "rounds); cpu_floor_s: cpu_s_all over the cores (at least cpu_s_rank), the least wall time "
+        "their CPU allows here; limit: the larger of that floor and model_s; own_core_s: "
+        "max(cpu_s_rank, model_s), the least wall time with a core for each rank; own_core_speedup: "
+        "fp32's own_core_s over the codec's, a bound, not a measurement.", "",
+        markdown_table(bounds, digits=4), "",
         "## Goals", "", markdown_table(goals), "",
     ]  # fmt: skip
     frame = pd.concat([sim, real], ignore_index=True)

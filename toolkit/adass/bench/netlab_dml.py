@@ -77,8 +77,12 @@ QSGD_RING, QSGD_SHARED = "ring:strategy=requantize", "ring:strategy=shared_scale
 # it at R**0.5. After that one epoch 0.1 keeps more accuracy than 0.01, which sends a tenth of the bytes.
 #: RS-ADASS from sparsest to densest; after the bench's one epoch on the 1M-parameter MLP in process,
 #: 0.01 reached 0.821 test accuracy, 0.03 0.860 and 0.1 0.875 (PowerSGD rank 1 on the lab: 0.826)
+# plain shared-seed random-k at three rates, then the shared-state choice (``sharedk``: the
+# coordinates the ranks' common history ranks highest, plus a seeded random rest) at 0.2, the
+# lowest rate at which it kept fp32's accuracy after one epoch in process
 RS_CODECS = ("dmc(randk:ratio=0.01,scale=false)", "dmc(randk:ratio=0.03,scale=false)",
-             "dmc(randk:ratio=0.1,scale=false)")  # fmt: skip
+             "dmc(randk:ratio=0.1,scale=false)", "mc(sharedk:ratio=0.2)",
+             "dmc(sharedk:ratio=0.2)")  # fmt: skip
 DDP_FP32 = "DDP fp32"
 LAB_COLUMNS = ["rate", "model", "params", "arm", "step_ms", "step_vs_ddp", "kernel_MB_step", "wire_MB_step",
                "compute_ms", "link_ms", "test_acc"]  # fmt: skip
