@@ -7,6 +7,7 @@ import torch
 from codec_cases import raw_bytes, reference_and_fused
 
 from adass.codecs import ChunkKey, kernels, make_codec
+from adass.codecs.sampling import distinct_sample
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba does not import")
 
@@ -65,6 +66,20 @@ def test_fused_random_k_gathers_and_scatters_the_reference_values(n):
     assert torch.equal(raw_bytes(ref.tensors["values"]), raw_bytes(fused.tensors["values"]))
     decoded = reference_and_fused(lambda: codec.decode(ref))
     assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1]))
+
+
+@pytest.mark.parametrize(
+    "n,k,first_draws",
+    [(1, 1, None), (2, 1, None), (10, 3, None), (1000, 10, None), (1000, 499, None), (1000, 600, None),
+     (625_000, 6250, None), (1 << 20, 3, None), (3_000_000_000, 5, None),
+     (5000, 2000, 1), (100_000, 1000, 7)],  # the last two: short first rounds, topped up
+)  # fmt: skip
+def test_fused_draws_choose_the_reference_coordinates(n, k, first_draws):
+    for seed in range(12):
+        ref, fused = reference_and_fused(
+            lambda s=seed: distinct_sample(n, k, torch.Generator().manual_seed(s), first_draws=first_draws)
+        )
+        assert fused.dtype == torch.int64 and torch.equal(ref, fused), (n, k, seed)
 
 
 def test_the_switch_selects_and_restores_the_kernels():

@@ -195,13 +195,12 @@ def limits(frame: pd.DataFrame) -> None:
     rows = frame[slow]
     floor = pd.concat([rows.cpu_s_all / rows.cores, rows.cpu_s_rank], axis=1).max(axis=1)
     own = pd.concat([rows.cpu_s_rank, rows.model_s], axis=1).max(axis=1)
-    fp32 = own[rows.codec == "fp32"]
-    base = pd.Series(fp32.to_numpy(), index=pd.MultiIndex.from_frame(rows.loc[fp32.index, ["workers", "size_mb"]]))
-    keys = pd.MultiIndex.from_frame(rows[["workers", "size_mb"]])
+    cases = list(zip(rows.workers, rows.size_mb, strict=True))
+    fp32 = {case: t for case, codec, t in zip(cases, rows.codec, own, strict=True) if codec == "fp32"}
     frame.loc[slow, "cpu_floor_s"] = floor
     frame.loc[slow, "limit"] = (floor > rows.model_s).map({True: "cpu", False: "link"})
     frame.loc[slow, "own_core_s"] = own
-    frame.loc[slow, "own_core_speedup"] = base.reindex(keys).to_numpy() / own.to_numpy()
+    frame.loc[slow, "own_core_speedup"] = [fp32[case] / t for case, t in zip(cases, own, strict=True)]
 
 
 def _ring_model_s(workers: int, wire_bytes_rank: float) -> float:

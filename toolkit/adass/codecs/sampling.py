@@ -25,7 +25,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
+import numpy as np
 import torch
+
+from . import kernels
 
 __all__ = ["IndexCache", "distinct_sample"]
 
@@ -56,6 +59,16 @@ def _sorted_draws(
     return points.floor_().clamp_(max=n - 1).to(kind)
 
 
+def _sorted_unique(n: int, m: int, gen: torch.Generator) -> torch.Tensor:
+    """``unique_consecutive(_sorted_draws(n, m, gen, "cpu", ...))`` as int64 in one fused pass after
+    torch's own uniform and log1p (same words, same bits); CPU with the fused kernels only."""
+    from .kernels import fused
+
+    logs = torch.empty(m + 1, dtype=torch.float64).uniform_(generator=gen).neg_().log1p_()
+    out = np.empty(m, dtype=np.int64)
+    return torch.from_numpy(out[: fused.sorted_unique(logs.numpy(), n, out)])
+
+
 def _drop_uniform(values: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
     """``values`` without ``values.numel() - k`` of its entries chosen uniformly (order kept)."""
     u = values.numel()
@@ -79,7 +92,10 @@ def _distinct_sorted(
     # the same values as int32 where they fit: every pass over them takes about half the time
     kind = torch.int32 if n <= _INT32_LIMIT else torch.int64
     batch = _draws_needed(n, 0, k) if first_draws is None else max(1, first_draws)
-    have = torch.unique_consecutive(_sorted_draws(n, batch, gen, device, kind))
+    if device.type == "cpu" and kernels.fused_enabled():
+        have = _sorted_unique(n, batch, gen)
+    else:
+        have = torch.unique_consecutive(_sorted_draws(n, batch, gen, device, kind))
     while have.numel() < k:  # rare with the default first round
         more = _sorted_draws(n, _draws_needed(n, have.numel(), k), gen, device, kind)
         have = torch.unique(torch.cat([have, more]))  # sorted

@@ -1,7 +1,8 @@
 """Codec kernels: the pure-torch reference, or fused numba loops for the hot paths.
 
 ``use("fused")`` (the default where numba imports) routes QSGD encode and decode at 2, 4 and 8 bits and
-random-k's gather and scatter through single-pass numba loops (``fused.py``), and a ring hop's
+random-k's gather and scatter and the tail of its coordinate draws (after torch's own uniform and
+log1p) through single-pass numba loops (``fused.py``), and a ring hop's
 QSGD requantize and shared-scale code sum through ``ring.py``; ``use("reference")``
 keeps every codec on its pure-torch code. The environment variable ``ADASS_CODEC_KERNELS``
 (``reference`` or ``fused``) sets the choice at import. Both give bit-identical payloads for the

@@ -272,3 +272,28 @@ def randk_scatter(values, idx, gain, out):
     g = np.float32(gain)
     for i in range(idx.size):
         out[idx[i]] = values[i] * g
+
+
+@numba.njit(cache=True, nogil=True)
+def sorted_unique(logs, n, out):
+    """The distinct sorted draws of ``sampling._sorted_draws`` from ``logs[i] = log1p(-U_i)``
+    (``m + 1`` values): ``min(floor(S_j * (n / S_{m+1})), n - 1)`` for ``j <= m``, where ``S`` sums
+    ``-logs`` one term at a time from 0 (as torch's cumsum does) and ``n / S`` is taken as torch's
+    ``reciprocal(S) * n``. Writes them, without repeats, to int64 ``out[:m]``; returns their count."""
+    m = logs.size - 1
+    total = 0.0
+    for i in range(m + 1):
+        total += -logs[i]
+    scale = (1.0 / total) * n
+    top = n - 1
+    s = 0.0
+    count = 0
+    last = -1
+    for i in range(m):
+        s += -logs[i]
+        v = np.int64(min(np.floor(s * scale), top))
+        if v != last:
+            out[count] = v
+            count += 1
+            last = v
+    return count
