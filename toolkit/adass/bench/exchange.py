@@ -74,14 +74,6 @@ def simulated(workers: list[int], n: int) -> pd.DataFrame:
     return frame
 
 
-def _slowest(seconds: float) -> float:
-    import torch.distributed as dist
-
-    t = torch.tensor([seconds], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
 def _timed(fn, x: torch.Tensor) -> float:
     return _timed_cpu(fn, x)[0]
 
