@@ -12,6 +12,7 @@ keeps the number of messages, which cost far more than their bytes on a loopback
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def _spans(layout: Layout) -> list[tuple[int, int]]:
     """``(offset, nbytes)`` in the body of each non-empty tensor of ``layout``, in order."""
     spans, end = [], 0
     for _, dtype, shape in layout:
-        nbytes = _numel(shape) * torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+        nbytes = _numel(shape) * _itemsize(dtype)
         if nbytes:
             offset = -(-end // _ALIGN) * _ALIGN
             spans.append((offset, nbytes))
@@ -179,6 +180,12 @@ def assemble(frame: Frame, buffers: list[torch.Tensor]) -> Payload:
         else:
             tensors[name] = torch.empty(shape, dtype=kind)
     return Payload(tensors, frame.numel, frame.header, frame.header_bytes)
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of the torch dtype named ``dtype`` (looked up once per name)."""
+    return torch.empty(0, dtype=getattr(torch, dtype)).element_size()
 
 
 def _numel(shape: list[int]) -> int:
