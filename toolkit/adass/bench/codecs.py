@@ -2,12 +2,12 @@
 
 Each codec's encode and decode of a 2.5M-value float32 chunk (10 MB) is timed beside one read pass
 (``x.abs().max()``) of the same tensor, with the reference (pure torch) and the fused kernels side
-by side in the same run, and so are a ring hop's requantize (decode, add a share, encode) and
-the shared-scale code sum and ``sharedk``'s choice of a step's coordinates from its scores;
-random-k's gather and scatter beside a plain ``index_select`` / ``index_copy_`` on the same indices. Timings are medians over repeats that take turns, so that
-every contender sees the same machine; ``vs_read`` is the read pass's time over the operation's (1.0:
-as fast as one read pass), ``vs_index`` the plain index op's time over the operation's. Torch runs
-on one thread; the first calls (numba compiles or loads its cache) happen before any timing.
+by side in the same run, and so are a ring hop's requantize (decode, add a share, encode), the
+shared-scale code sum and ``sharedk``'s choice of a step's coordinates from its scores; random-k's
+gather and scatter beside a plain ``index_select`` / ``index_copy_`` on the same indices. Timings are
+medians over repeats that take turns, so that every contender sees the same machine; ``vs_read`` is
+the read pass's time over the operation's (1.0: as fast as one read pass), ``vs_index`` the plain
+index op's time over the operation's. Torch runs on one thread; the first calls (numba compiles or loads its cache) happen before any timing.
 """
 
 from __future__ import annotations

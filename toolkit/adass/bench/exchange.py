@@ -95,7 +95,7 @@ def _timed_cpu(fn, x: torch.Tensor) -> tuple[float, float, float]:
     return float(most[0]), float(most[1]), float(total[0])
 
 
-def usable_cores() -> int:
+def _usable_cores() -> int:
     """Cores this process may run on (its affinity where the platform tells it)."""
     try:
         return len(os.sched_getaffinity(0))
@@ -150,7 +150,7 @@ def loopback_worker(
                          "speedup_vs_fp32": speedup,
                          "cpu_s_rank": statistics.median(t[1] for t in times[codec]),
                          "cpu_s_all": statistics.median(t[2] for t in times[codec]),
-                         "cores": usable_cores()})  # fmt: skip
+                         "cores": _usable_cores()})  # fmt: skip
         del x
     return rows
 
@@ -245,12 +245,12 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     goals = targets(sim, real)
     fast = real[real.part == "loopback"][["workers", "size_mb", "ring_s", "all_reduce_s", "ring_gb_s",
                                           "all_reduce_gb_s", "throughput_ratio"]]  # fmt: skip
-    slow = real[real.part == "throttled"][["workers", "size_mb", "codec", "ring_s", "model_s",
-                                           "speedup_vs_fp32", "wire_bytes_rank"]]  # fmt: skip
-    bounds = real[real.part == "throttled"][["workers", "size_mb", "codec", "ring_s", "cpu_s_rank",
-                                             "cpu_s_all", "cpu_floor_s", "model_s", "limit",
-                                             "own_core_s", "own_core_speedup"]]  # fmt: skip
-    cores = int(real[real.part == "throttled"].cores.iloc[0])
+    throttled = real[real.part == "throttled"]
+    slow = throttled[["workers", "size_mb", "codec", "ring_s", "model_s", "speedup_vs_fp32",
+                      "wire_bytes_rank"]]  # fmt: skip
+    bounds = throttled[["workers", "size_mb", "codec", "ring_s", "cpu_s_rank", "cpu_s_all", "cpu_floor_s",
+                        "model_s", "limit", "own_core_s", "own_core_speedup"]]  # fmt: skip
+    cores = int(throttled.cores.iloc[0])
     text = [
         "# adass bench exchange", "",
         f"## Simulated: {n_text} fp32 values per worker, in-process workers, link model 1gbit,50us and 10gbit,5us", "",

@@ -61,19 +61,20 @@ GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "linear": lambda wait: wait,  # a steady drift
 }
 
-#: the rate a coordinate never sent is scored with, from the rates and seen flags of a chunk (rates
-#: are zero where never sent, so the sum over all is the sum over the seen)
-UNSEEN: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
-    "mean": lambda rate, seen: _mean_seen(rate, seen),  # an average coordinate
-    "first": lambda rate, seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
-}
-
 
 def _mean_seen(rate: torch.Tensor, seen: torch.Tensor) -> float:
     """The mean rate of the coordinates sent before (1.0 when there are none), summed in float64
     over the whole chunk: a rate is zero where its coordinate was never sent."""
     count = int(seen.sum())
     return float(rate.sum(dtype=torch.float64) / count) if count else 1.0
+
+
+#: the rate a coordinate never sent is scored with, from the rates and seen flags of a chunk (rates
+#: are zero where never sent, so the sum over all is the sum over the seen)
+UNSEEN: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
+    "mean": _mean_seen,  # an average coordinate
+    "first": lambda rate, seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
+}
 
 
 PARAMS = {
