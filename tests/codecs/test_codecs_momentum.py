@@ -202,3 +202,29 @@ def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
     ) as err:
         make_codec(spec)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["randk:ratio=0.25,scale=false", "sharedk:ratio=0.2",
+                                  "randk:ratio=0.25,scale=false+qsgd:bits=4", "topk:ratio=0.1"])  # fmt: skip
+def test_fused_delay_aware_update_keeps_the_reference_memory_bit_for_bit(spec: str) -> None:
+    from adass.codecs import kernels
+
+    if not kernels.available():
+        pytest.skip("numba does not import")
+    n, kept = 1_001, {}
+    for kernel in ("reference", "fused"):
+        with kernels.using(kernel):
+            codec = _mc(spec, 0.9, "dmc")
+            payloads = []
+            for step, factor in enumerate([1.0, 0.5, 1.7, 1.0, 0.8]):
+                key = ChunkKey(0, step, 0)
+                payloads.append(codec.encode(chunk(n, seed=step), key))
+                codec.memory.settle(factor)
+                codec.observe(chunk(n, seed=40 + step), key)  # sharedk learns; the others ignore it
+            memory = codec.memory
+            kept[kernel] = (memory.residuals[0], memory.velocities[0], [codec.decode(p) for p in payloads])
+    (r_ref, u_ref, sent_ref), (r_fused, u_fused, sent_fused) = kept["reference"], kept["fused"]
+    assert torch.equal(r_ref.view(torch.int32), r_fused.view(torch.int32))
+    assert torch.equal(u_ref.view(torch.int32), u_fused.view(torch.int32))
+    assert all(torch.equal(a, b) for a, b in zip(sent_ref, sent_fused, strict=True))
+    assert bool((u_ref != 0).any()) and bool((r_ref != 0).any())

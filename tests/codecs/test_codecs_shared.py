@@ -246,3 +246,32 @@ def test_fused_scores_are_the_reference_scores_bit_for_bit(growth: str) -> None:
         *(t.numpy() for t in (state.rate, wait, seen)), codec._fill(state), growth == "linear"
     )
     assert torch.equal(codec.scores(state).view(torch.int32), torch.from_numpy(fused).view(torch.int32))
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba does not import")
+@pytest.mark.parametrize("spec", ["sharedk:ratio=0.1", "sharedk:ratio=0.3,growth=linear,decay=0.3",
+                                  "sharedk:ratio=0.2,decay=0.0", "sharedk:ratio=0.05,decay=1.0,unseen=first"])  # fmt: skip
+def test_fused_observe_learns_the_reference_state_bit_for_bit(spec: str) -> None:
+    n, steps = 5_003, 6
+    states = {}
+    for kernel in ("reference", "fused"):
+        with kernels.using(kernel):
+            codec = make_codec(spec)
+            for step in range(steps):
+                key = ChunkKey(3, step, 0)
+                codec.encode(chunk(n, seed=step), key)
+                spread = torch.rand(n, generator=torch.Generator().manual_seed(step))
+                averaged = chunk(n, seed=50 + step) * spread
+                averaged[:: 97 + step] = float("nan")  # NaN, infinities, signed and unsigned zeros, tiny
+                averaged[1::89] = float("inf")
+                averaged[2::83] = -float("inf")
+                averaged[3::79] = -0.0
+                averaged[4::73] = 1e-40
+                codec.observe(averaged, key)
+            states[kernel] = codec.states[0]
+    ref, fused = states["reference"], states["fused"]
+    for name in ("rate", "wait"):
+        a, b = getattr(ref, name), getattr(fused, name)
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32)), name
+    assert torch.equal(ref.seen, fused.seen)
+    assert bool(ref.seen.any()) and float(ref.wait.max()) > 1.0  # sent and waiting coordinates both

@@ -25,11 +25,27 @@ from typing import Any
 
 import torch
 
+from . import kernels
 from .base import ChunkKey, as_chunk
 from .memory import Memory
 from .momentum import MomentumMemory
 
 __all__ = ["SentMomentumMemory"]
+
+
+def _fusable(*tensors: torch.Tensor | None) -> bool:
+    """Whether ``update``'s sparse case can run fused on these tensors (None: absent): the fused
+    kernels selected, and every tensor on the CPU, contiguous, float32 (the coordinates int64), of
+    no autograd graph, the dense ones of one length."""
+    if not kernels.fused_enabled():
+        return False
+    *dense, sent = tensors
+    present = [t for t in dense if t is not None]
+    return (
+        all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad
+            and t.numel() == present[0].numel() for t in present)
+        and sent is not None and sent.device.type == "cpu" and sent.dtype == torch.int64 and sent.is_contiguous()
+    )  # fmt: skip
 
 
 class SentMomentumMemory(MomentumMemory):
@@ -78,6 +94,9 @@ class SentMomentumMemory(MomentumMemory):
             # this step's r + x and m * u are spent: they become the residual and the velocity in
             # place (no copies of the chunk); settle needs m * u only where sent, kept apart first
             sent = sent.to(device=y.device, dtype=torch.int64)
+            if _fusable(y, decoded, accumulation, decayed, sent):
+                self._update_fused(key.chunk, y, decoded, sent, accumulation, decayed)
+                return
             arrived = decoded[sent]
             lost = y[sent] - arrived
             residual = accumulation
@@ -91,6 +110,23 @@ class SentMomentumMemory(MomentumMemory):
         self._sent[key.chunk] = sent
         self.residuals[key.chunk] = residual
         self.velocities[key.chunk] = velocity
+
+    def _update_fused(
+        self, chunk: int, y: torch.Tensor, decoded: torch.Tensor, sent: torch.Tensor,
+        accumulation: torch.Tensor, decayed: torch.Tensor | None,
+    ) -> None:  # fmt: skip
+        """``update``'s sparse case in one pass over ``sent`` (the same values as the torch code)."""
+        from .kernels import fused
+
+        velocity = torch.zeros_like(y) if decayed is None else decayed
+        before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)
+        fused.sent_update(y.numpy(), decoded.numpy(), sent.numpy(), accumulation.numpy(), velocity.numpy(),
+                          before.numpy())  # fmt: skip
+        if decayed is not None:
+            self._decayed[chunk] = before
+        self._sent[chunk] = sent
+        self.residuals[chunk] = accumulation
+        self.velocities[chunk] = velocity
 
     def settle(self, factor: float) -> None:
         """As :meth:`Memory.settle`: where sent, the velocity is what arrived (``factor`` times what

@@ -132,6 +132,14 @@ def _with_rest(best: torch.Tensor, positions: torch.Tensor, numel: int) -> torch
     return torch.sort(torch.cat([best, pool[positions]])).values
 
 
+def _plain_cpu(averaged: torch.Tensor, state: ChunkState) -> bool:
+    """Whether the fused ``observe`` can update ``state`` in place: contiguous CPU tensors of the
+    state's dtypes (``averaged`` is a CPU float32 chunk already)."""
+    tensors = (state.rate, state.wait, state.seen)
+    return all(t.device.type == "cpu" and t.is_contiguous() for t in tensors) and (
+        state.rate.dtype, state.wait.dtype, state.seen.dtype) == (torch.float32, torch.float32, torch.bool)  # fmt: skip
+
+
 @dataclass
 class ChunkState:
     """What every worker knows alike about one chunk id.
@@ -264,7 +272,14 @@ class SharedK(RandomK):
         sent = self.indices(numel, key, "cpu")  # this step's coordinates (cached by the encode)
         if state is None or state.rate.numel() != numel:
             state = self.states[key.chunk] = ChunkState.empty(numel)
-        magnitude = averaged.detach().to("cpu", torch.float32)[sent].abs()
+        averaged = averaged.detach().to("cpu", torch.float32)
+        if kernels.fused_enabled() and _plain_cpu(averaged, state):
+            from .kernels import select
+
+            select.observe(averaged.contiguous().numpy(), sent.numpy(), state.rate.numpy(), state.wait.numpy(),
+                           state.seen.numpy(), self.decay, self.growth == "linear")  # fmt: skip
+            return
+        magnitude = averaged[sent].abs()
         per_growth = magnitude / GROWTH[self.growth](state.wait[sent])
         old = state.rate[sent]
         state.rate[sent] = torch.where(state.seen[sent], self.decay * old + (1.0 - self.decay) * per_growth,

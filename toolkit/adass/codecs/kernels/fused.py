@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sfc64_state"]
+__all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sent_update", "sfc64_state"]
 
 _LANE = np.float32(2.0**-16)
 
@@ -272,6 +272,20 @@ def randk_scatter(values, idx, gain, out):
     g = np.float32(gain)
     for i in range(idx.size):
         out[idx[i]] = values[i] * g
+
+
+@numba.njit(cache=True, nogil=True)
+def sent_update(y, decoded, sent, residual, velocity, before):
+    """At each coordinate ``i`` of ``sent`` (distinct): ``residual[i] = y[i] - decoded[i]``,
+    ``before[j] = velocity[i]`` (where ``before`` has room) and then ``velocity[i] = decoded[i]``."""
+    keep = before.size > 0
+    for j in range(sent.size):
+        i = sent[j]
+        arrived = decoded[i]
+        residual[i] = y[i] - arrived
+        if keep:
+            before[j] = velocity[i]
+        velocity[i] = arrived
 
 
 @numba.njit(cache=True, nogil=True)

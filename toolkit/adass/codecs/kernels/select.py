@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-__all__ = ["complement_at", "merge_sorted", "scores", "top_of_scores"]
+__all__ = ["complement_at", "merge_sorted", "observe", "scores", "top_of_scores"]
 
 
 _WAYS = 4  # histograms counted side by side, so that runs of equal keys do not wait on one counter
@@ -176,3 +176,27 @@ def merge_sorted(a, b, out):
         else:
             out[o] = b[j]
             j += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def observe(averaged, sent, rate, wait, seen, decay, linear):
+    """``SharedK.observe`` in place on a chunk's state: at each coordinate of ``sent`` (distinct),
+    ``per = |averaged| / G(wait)`` and the rate becomes ``decay * rate + (1 - decay) * per`` where
+    it was seen before, else ``per``; then every wait grows by one and the sent ones restart at one.
+    The reference's float32 operations in its order (each product rounded, then the sum)."""
+    keep = np.float32(decay)
+    fresh = np.float32(1.0 - decay)
+    one = np.float32(1.0)
+    for j in range(sent.size):
+        i = sent[j]
+        g = wait[i] if linear else np.float32(np.sqrt(np.float64(wait[i])))  # correctly rounded
+        per = np.float32(abs(averaged[i]) / g)
+        if seen[i]:
+            rate[i] = np.float32(keep * rate[i]) + np.float32(fresh * per)
+        else:
+            rate[i] = per
+        seen[i] = True
+    for i in range(wait.size):
+        wait[i] += one
+    for j in range(sent.size):
+        wait[sent[j]] = one
