@@ -263,6 +263,12 @@ class Codec(ABC):
         """
         return None
 
+    def keyed_template(self, numel: int, key: ChunkKey) -> Payload | None:
+        """As :meth:`template`, for codecs whose layout and header follow from the chunk length and
+        the chunk key (random-k names the key in its header): what every ``encode`` of a chunk of
+        ``numel`` values with ``key`` gives. None (the default) where anything else varies."""
+        return None
+
     def local_scale(self, x: torch.Tensor, key: ChunkKey | None = None) -> torch.Tensor:
         """This worker's scale for ``x``; only for ``needs_shared_scale`` codecs.
 

@@ -120,3 +120,7 @@ class ErrorFeedback(Codec):
     def template(self, numel: int) -> Payload | None:
         """The inner codec's (the wire format is the inner codec's)."""
         return self.inner.template(numel)
+
+    def keyed_template(self, numel: int, key: ChunkKey) -> Payload | None:
+        """The inner codec's."""
+        return self.inner.keyed_template(numel, key)

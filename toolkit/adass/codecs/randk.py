@@ -133,6 +133,13 @@ class RandomK(Sparsifier):
             else:
                 out.index_copy_(0, idx, values.to(torch.float32) * gain)
 
+    def keyed_template(self, numel: int, key: ChunkKey) -> Payload:
+        """``k_for(numel)`` float32 values and the header naming the chunk: a payload's layout
+        follows from its length and key (the current epoch's share kept)."""
+        header = {"numel": numel, "seed": key.seed, "step": key.step, "chunk": key.chunk}
+        values = torch.empty(1, dtype=torch.float32).expand(self.k_for(numel))
+        return Payload({"values": values}, numel, header, HEADER_BYTES)
+
     def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
         """The shared coordinates of the payload's chunk key."""
         h = rest.header

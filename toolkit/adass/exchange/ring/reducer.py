@@ -194,6 +194,7 @@ class CodecReducer(PieceReducer):
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
         super().__init__(ctx, x, weighting, pieces)
         self._bare_layouts: dict[int, BareLayout | None] = {}
+        self._keyed_layouts: dict[int, BareLayout | None] = {}  # by piece, for this step's keys
 
     @property
     def wire_codec(self) -> Codec:
@@ -202,7 +203,7 @@ class CodecReducer(PieceReducer):
 
     @cached_property
     def agreed(self) -> bool:  # type: ignore[override]
-        return self._bare(0) is not None
+        return self._bare(0) is not None or self.wire_codec.keyed_template(0, self.key(0, 0)) is not None
 
     def _bare(self, numel: int) -> BareLayout | None:
         if numel not in self._bare_layouts:
@@ -210,16 +211,28 @@ class CodecReducer(PieceReducer):
             self._bare_layouts[numel] = None if template is None else BareLayout(template, self.counted)
         return self._bare_layouts[numel]
 
+    def _layout(self, piece: Piece) -> BareLayout | None:
+        """The bare layout of ``piece``'s payloads: the codec's for the length, else (a header that
+        follows from the chunk key, as random-k's) the one of the piece's key this step."""
+        numel = self.wire_numel(piece)
+        bare = self._bare(numel)
+        if bare is not None or not self.agreed:
+            return bare
+        if piece.pid not in self._keyed_layouts:
+            template = self.wire_codec.keyed_template(numel, self.key(piece.pid, 0))
+            self._keyed_layouts[piece.pid] = None if template is None else BareLayout(template, self.counted)
+        return self._keyed_layouts[piece.pid]
+
     def _out(self, piece: Piece, payload: Payload, count: float | None) -> Payload:
         """What travels for a codec payload of ``piece`` and its partial count."""
-        bare = self._bare(self.wire_numel(piece))
+        bare = self._layout(piece)
         if bare is not None:
             return bare.pack(payload, count)
         return with_count(payload, count) if self.counted else payload  # type: ignore[arg-type]
 
     def _in(self, piece: Piece, received: Payload) -> tuple[Payload, float | None]:
         """The codec payload and the partial count (None if unweighted) of what arrived."""
-        bare = self._bare(self.wire_numel(piece))
+        bare = self._layout(piece)
         if bare is not None:
             return bare.unpack(received)
         return split_count(received) if self.counted else (received, None)
@@ -256,7 +269,7 @@ class CodecReducer(PieceReducer):
                 dst.mul_(factor)
 
     def reduce_buffer(self, piece: Piece) -> torch.Tensor:
-        bare = self._bare(self.wire_numel(piece))
+        bare = self._layout(piece)
         if bare is None:
             return super().reduce_buffer(piece)
         return bare.empty(self.x.device)
