@@ -58,7 +58,8 @@ def test_the_ring_sends_quantized_chunks_bare(counts) -> None:
     assert (t.raw_bytes == 4 * n // workers).all()
 
 
-@pytest.mark.parametrize("spec", ["randk:ratio=0.1", "sharedk:ratio=0.2", "ef(randk:ratio=0.3,scale=false)"])
+@pytest.mark.parametrize("spec", ["randk:ratio=0.1", "sharedk:ratio=0.2", "ef(randk:ratio=0.3,scale=false)",
+                                  "sharedk:ratio=0.2+fp16", "randk:ratio=0.1,scale=false+bf16"])  # fmt: skip
 @pytest.mark.parametrize("count", [None, 2.5])
 def test_keyed_buffers_round_trip_and_refuse_another_key(spec: str, count: float | None) -> None:
     # random-k's header names the chunk key, so its layout follows from the length and the key
@@ -68,8 +69,10 @@ def test_keyed_buffers_round_trip_and_refuse_another_key(spec: str, count: float
         layout = BareLayout(codec.keyed_template(n, key), counted=count is not None)
         payload = codec.encode(grads(1, n, seed=n)[0], key)
         bare = layout.pack(payload, count)
-        kept = getattr(codec, "inner", codec).k_for(n)
-        assert bare.tensors["values"].numel() == 4 * kept + (8 if count is not None else 0)
+        selector = (codec.keyed_values() or codec.inner.keyed_values()).selector  # ef: its inner codec's
+        tensor_bytes = sum(t.numel() * t.element_size() for t in payload.tensors.values())
+        assert tensor_bytes == 4 * selector.k_for(n) / (2 if "16" in spec else 1)
+        assert bare.tensors["values"].numel() == tensor_bytes + (8 if count is not None else 0)
         back, got = layout.unpack(bare)
         assert got == count and back.header == payload.header and back.numel == n
         assert torch.equal(codec.decode(back), codec.decode(payload))
@@ -78,7 +81,9 @@ def test_keyed_buffers_round_trip_and_refuse_another_key(spec: str, count: float
                 layout.pack(make_codec(spec).encode(grads(1, n)[0], ChunkKey(4, 6, 6)), count)  # next step
 
 
-@pytest.mark.parametrize("spec", ["dmc(randk:ratio=0.1,scale=false)", "mc(sharedk:ratio=0.2)"])
+@pytest.mark.parametrize(
+    "spec", ["dmc(randk:ratio=0.1,scale=false)", "mc(sharedk:ratio=0.2)", "dmc(sharedk:ratio=0.2+fp16)"]
+)
 @pytest.mark.parametrize("counts", [None, [1, 2, 3]])
 def test_the_ring_sends_error_feedback_random_k_as_bare_values(spec: str, counts) -> None:
     # under a memory, random-k's payloads add along the ring: only the k kept values travel (and the
@@ -86,5 +91,7 @@ def test_the_ring_sends_error_feedback_random_k_as_bare_values(spec: str, counts
     n, workers = 3000, 3
     result = simulate(grads(workers, n), exchange="ring", codec=spec, counts=counts)
     t = result.traffic
-    k = make_codec(spec).inner.k_for(n // workers)
-    assert len(t) and (t.wire_bytes == 4 * k + (0 if counts is None else 8)).all()
+    keyed = make_codec(spec).inner.keyed_values()
+    value_bytes = 2 if "fp16" in spec else 4
+    k = keyed.selector.k_for(n // workers)
+    assert len(t) and (t.wire_bytes == value_bytes * k + (0 if counts is None else 8)).all()

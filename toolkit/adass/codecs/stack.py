@@ -80,6 +80,16 @@ class StackCodec(Codec):
         """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
         return None if self.outer.keyed_values() is None else KeyedValues(self.outer, self.inner)  # type: ignore[arg-type]
 
+    def keyed_template(self, numel: int, key: ChunkKey) -> Payload | None:
+        """Where the sparsifier's header follows from the chunk key (random-k) and the inner codec
+        has one layout for ``k`` values (fp16, bf16): the sparsifier's header and the inner
+        template's tensors."""
+        outer = self.outer.keyed_template(numel, key)
+        inner = None if outer is None else self.inner.template(self.outer.k_for(numel))
+        if outer is None or inner is None:
+            return None
+        return self._join(Payload({}, numel, dict(outer.header), outer.header_bytes), inner)
+
     def under_memory(self) -> StackCodec:
         """Both parts' variants for a memory (the inner codec's rounding)."""
         outer, inner = self.outer.under_memory(), self.inner.under_memory()
