@@ -33,18 +33,24 @@ from .momentum import MomentumMemory
 __all__ = ["SentMomentumMemory"]
 
 
+def _dense_fusable(*tensors: torch.Tensor | None) -> bool:
+    """Whether fused loops may read and write these chunks (None: absent): the fused kernels
+    selected, and every tensor on the CPU, contiguous, float32, of no autograd graph, all of one
+    length."""
+    present = [t for t in tensors if t is not None]
+    return kernels.fused_enabled() and all(
+        t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad
+        and t.numel() == present[0].numel() for t in present
+    )  # fmt: skip
+
+
 def _fusable(*tensors: torch.Tensor | None) -> bool:
-    """Whether ``update``'s sparse case can run fused on these tensors (None: absent): the fused
-    kernels selected, and every tensor on the CPU, contiguous, float32 (the coordinates int64), of
-    no autograd graph, the dense ones of one length."""
-    if not kernels.fused_enabled():
-        return False
+    """Whether ``update``'s sparse case can run fused: the dense chunks as ``_dense_fusable`` asks,
+    and the coordinates (the last) int64 on the CPU, contiguous."""
     *dense, sent = tensors
-    present = [t for t in dense if t is not None]
     return (
-        all(t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad
-            and t.numel() == present[0].numel() for t in present)
-        and sent is not None and sent.device.type == "cpu" and sent.dtype == torch.int64 and sent.is_contiguous()
+        _dense_fusable(*dense) and sent is not None and sent.device.type == "cpu"
+        and sent.dtype == torch.int64 and sent.is_contiguous()
     )  # fmt: skip
 
 
@@ -64,6 +70,16 @@ class SentMomentumMemory(MomentumMemory):
     def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """``r + x + m * u`` to encode (asking twice in one step gives the same answer)."""
         x = as_chunk(x)
+        residual, u = self.residuals.get(key.chunk), self.velocities.get(key.chunk)
+        if residual is not None and u is not None and _dense_fusable(x, residual, u):
+            from .kernels import fused
+
+            accumulation, decayed, y = (torch.empty_like(x) for _ in range(3))
+            fused.compensate_delayed(x.numpy(), residual.numpy(), u.numpy(), self.momentum,
+                                     accumulation.numpy(), decayed.numpy(), y.numpy())  # fmt: skip
+            self._carried[key.chunk] = residual  # as Memory.compensate keeps it for ``settle``
+            self._pending[key.chunk], self._decayed[key.chunk] = accumulation, decayed
+            return y
         decayed = self.decayed(key, x.numel())
         accumulation = Memory.compensate(self, x, key)  # r + x; keeps r for ``settle``
         self._pending[key.chunk] = accumulation

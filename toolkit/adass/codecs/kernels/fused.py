@@ -19,7 +19,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sent_update", "sfc64_state"]
+__all__ = ["compensate_delayed", "qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sent_update", "sfc64_state"]
 
 _LANE = np.float32(2.0**-16)
 
@@ -272,6 +272,19 @@ def randk_scatter(values, idx, gain, out):
     g = np.float32(gain)
     for i in range(idx.size):
         out[idx[i]] = values[i] * g
+
+
+@numba.njit(cache=True, nogil=True)
+def compensate_delayed(x, residual, velocity, momentum, accumulation, decayed, y):
+    """``accumulation = x + residual``, ``decayed = momentum * velocity`` and ``y = accumulation +
+    decayed``, each rounded to float32 as torch's separate operations round them, in one pass."""
+    m = np.float32(momentum)
+    for i in range(x.size):
+        a = x[i] + residual[i]
+        d = m * velocity[i]
+        accumulation[i] = a
+        decayed[i] = d
+        y[i] = a + d
 
 
 @numba.njit(cache=True, nogil=True)
