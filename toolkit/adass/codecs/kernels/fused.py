@@ -19,7 +19,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["compensate_delayed", "qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sent_update", "sfc64_state"]
+__all__ = ["compensate_delayed", "qsgd_decode", "qsgd_encode", "randk_gather", "randk_scatter", "sent_update",
+           "sfc64_state"]  # fmt: skip
 
 _LANE = np.float32(2.0**-16)
 
