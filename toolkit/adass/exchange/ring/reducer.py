@@ -186,9 +186,11 @@ class PieceReducer(Reducer):
 class CodecReducer(PieceReducer):
     """Reducers whose payloads come from the codec: the count travels beside the codec's header.
 
-    Where the codec promises one layout and header per chunk length (``Codec.template``), every
-    payload travels bare (``bare.py``): just the tensors' bytes, with the count in front, as an
-    ``agreed`` transfer into a buffer posted early. Otherwise payloads are framed.
+    Where the codec promises one layout and header per chunk length (``Codec.template``), or per
+    chunk length and chunk key (``Codec.keyed_template``: random-k, whose header names the key that
+    both sides of a ring transfer know), every payload travels bare (``bare.py``): just the tensors'
+    bytes, with the count in front, as an ``agreed`` transfer into a buffer posted early. Otherwise
+    payloads are framed.
     """
 
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
