@@ -110,39 +110,24 @@ class SentMomentumMemory(MomentumMemory):
             # this step's r + x and m * u are spent: they become the residual and the velocity in
             # place (no copies of the chunk); settle needs m * u only where sent, kept apart first
             sent = sent.to(device=y.device, dtype=torch.int64)
-            if _fusable(y, decoded, accumulation, decayed, sent):
-                self._update_fused(key.chunk, y, decoded, sent, accumulation, decayed)
-                return
-            arrived = decoded[sent]
-            lost = y[sent] - arrived
             residual = accumulation
-            residual[sent] = lost
-            if decayed is None:
-                velocity = torch.zeros_like(y)
+            velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device)
+            if _fusable(y, decoded, accumulation, decayed, sent):
+                from .kernels import fused
+
+                before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)
+                fused.sent_update(y.numpy(), decoded.numpy(), sent.numpy(), residual.numpy(),
+                                  velocity.numpy(), before.numpy())  # fmt: skip
             else:
-                velocity = decayed.to(y.device)
-                self._decayed[key.chunk] = velocity[sent].clone()
-            velocity[sent] = arrived
+                arrived = decoded[sent]
+                residual[sent] = y[sent] - arrived
+                before = None if decayed is None else velocity[sent].clone()
+                velocity[sent] = arrived
+            if decayed is not None:
+                self._decayed[key.chunk] = before
         self._sent[key.chunk] = sent
         self.residuals[key.chunk] = residual
         self.velocities[key.chunk] = velocity
-
-    def _update_fused(
-        self, chunk: int, y: torch.Tensor, decoded: torch.Tensor, sent: torch.Tensor,
-        accumulation: torch.Tensor, decayed: torch.Tensor | None,
-    ) -> None:  # fmt: skip
-        """``update``'s sparse case in one pass over ``sent`` (the same values as the torch code)."""
-        from .kernels import fused
-
-        velocity = torch.zeros_like(y) if decayed is None else decayed
-        before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)
-        fused.sent_update(y.numpy(), decoded.numpy(), sent.numpy(), accumulation.numpy(), velocity.numpy(),
-                          before.numpy())  # fmt: skip
-        if decayed is not None:
-            self._decayed[chunk] = before
-        self._sent[chunk] = sent
-        self.residuals[chunk] = accumulation
-        self.velocities[chunk] = velocity
 
     def settle(self, factor: float) -> None:
         """As :meth:`Memory.settle`: where sent, the velocity is what arrived (``factor`` times what
