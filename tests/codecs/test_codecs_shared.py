@@ -4,6 +4,8 @@ feedback's residual stays bounded around it."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 import torch
 from codec_cases import chunk, reference_and_fused
@@ -228,6 +230,27 @@ def test_fused_selection_chooses_the_reference_coordinates(spec: str, kind: str)
             assert set((scores > threshold).nonzero().flatten().tolist()) <= chosen
             assert sum(float(scores[i]) >= threshold for i in chosen) >= top_k
             assert not torch.isnan(scores).any() and bool((scores >= 0).all())
+
+
+@pytest.mark.skipif(not kernels.available(), reason="numba does not import")
+@pytest.mark.parametrize("kind", ["random", "ties", "all seen", "odd", "none seen"])
+def test_the_unseen_rate_is_the_mean_rate_of_the_seen_on_both_paths_bit_for_bit(kind: str) -> None:
+    for n in (1, 2, 61, 1000, 300_001):
+        state = _state_of(n, "random" if kind == "none seen" else kind)
+        if kind == "none seen":
+            state = ChunkState(torch.zeros(n), state.wait, torch.zeros(n, dtype=torch.bool))
+        codec = make_codec("sharedk:ratio=0.1")
+        ref, fused = reference_and_fused(lambda c=codec, s=state: c._fill(s))
+        assert struct.pack("<d", ref) == struct.pack("<d", fused), (kind, n)
+        seen = state.seen
+        if kind == "all seen" or bool(seen.all()):
+            assert ref == 0.0  # no coordinate is scored with it
+        elif not bool(seen.any()):
+            assert ref == 1.0
+        elif kind != "odd":
+            assert ref == pytest.approx(float(state.rate[seen].double().mean()), rel=1e-12)
+        first = make_codec("sharedk:ratio=0.1,unseen=first")._fill(state)
+        assert first == (0.0 if bool(seen.all()) else float("inf"))
 
 
 @pytest.mark.skipif(not kernels.available(), reason="numba does not import")

@@ -62,18 +62,30 @@ GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _mean_seen(rate: torch.Tensor, seen: torch.Tensor) -> float:
-    """The mean rate of the coordinates sent before (1.0 when there are none), summed in float64
-    over the whole chunk: a rate is zero where its coordinate was never sent."""
-    count = int(seen.sum())
-    return float(rate.sum(dtype=torch.float64) / count) if count else 1.0
+def _seen_total(state: ChunkState) -> tuple[int, float]:
+    """How many coordinates of the chunk were sent before, and the float64 sum of their rates
+    (lane by lane as ``select.seen_total`` adds them, so that both paths score alike)."""
+    if kernels.fused_enabled() and _plain_cpu(state):
+        from .kernels import select
+
+        count, total = select.seen_total(state.rate.numpy(), state.seen.numpy())
+        return int(count), float(total)
+    lanes = 8  # select._LANES
+    rate = state.rate.to(torch.float64)
+    rows = torch.zeros(1 + -(-rate.numel() // lanes), lanes, dtype=torch.float64)  # a row of +0.0 first
+    rows.view(-1)[lanes : lanes + rate.numel()] = rate
+    total = 0.0
+    for lane in rows.cumsum(0)[-1].tolist():  # each lane in index order, then the lanes in order
+        total += lane
+    return int(state.seen.sum()), total
 
 
-#: the rate a coordinate never sent is scored with, from the rates and seen flags of a chunk (rates
-#: are zero where never sent, so the sum over all is the sum over the seen)
-UNSEEN: dict[str, Callable[[torch.Tensor, torch.Tensor], float]] = {
-    "mean": _mean_seen,  # an average coordinate
-    "first": lambda rate, seen: float("inf"),  # before any coordinate that was sent: a sweep at the start
+#: the rate a coordinate never sent is scored with, from how many coordinates of the chunk were sent
+#: before and the sum of their rates (rates are zero where never sent, so the sum over all is the sum
+#: over the seen)
+UNSEEN: dict[str, Callable[[int, float], float]] = {
+    "mean": lambda count, total: total / count if count else 1.0,  # an average coordinate
+    "first": lambda count, total: float("inf"),  # before any coordinate that was sent: a sweep at the start
 }
 
 
@@ -132,9 +144,9 @@ def _with_rest(best: torch.Tensor, positions: torch.Tensor, numel: int) -> torch
     return torch.sort(torch.cat([best, pool[positions]])).values
 
 
-def _plain_cpu(averaged: torch.Tensor, state: ChunkState) -> bool:
-    """Whether the fused ``observe`` can update ``state`` in place: contiguous CPU tensors of the
-    state's dtypes (``averaged`` is a CPU float32 chunk already)."""
+def _plain_cpu(state: ChunkState) -> bool:
+    """Whether fused loops can read and update ``state`` in place: contiguous CPU tensors of the
+    state's dtypes."""
     tensors = (state.rate, state.wait, state.seen)
     return all(t.device.type == "cpu" and t.is_contiguous() for t in tensors) and (
         state.rate.dtype, state.wait.dtype, state.seen.dtype) == (torch.float32, torch.float32, torch.bool)  # fmt: skip
@@ -230,7 +242,8 @@ class SharedK(RandomK):
 
     def _fill(self, state: ChunkState) -> float:
         """The rate scored for coordinates never sent (0.0, unused, where every one was sent)."""
-        return 0.0 if state.seen.numpy().all() else UNSEEN[self.unseen](state.rate, state.seen)
+        count, total = _seen_total(state)
+        return 0.0 if count == state.seen.numel() else UNSEEN[self.unseen](count, total)
 
     @staticmethod
     def _ties(key: ChunkKey, equal: int, need: int) -> torch.Tensor:
@@ -273,7 +286,7 @@ class SharedK(RandomK):
         if state is None or state.rate.numel() != numel:
             state = self.states[key.chunk] = ChunkState.empty(numel)
         averaged = averaged.detach().to("cpu", torch.float32)
-        if kernels.fused_enabled() and _plain_cpu(averaged, state):
+        if kernels.fused_enabled() and _plain_cpu(state):
             from .kernels import select
 
             select.observe(averaged.contiguous().numpy(), sent.numpy(), state.rate.numpy(), state.wait.numpy(),

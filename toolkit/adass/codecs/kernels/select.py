@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-__all__ = ["complement_at", "merge_sorted", "observe", "scores", "top_of_scores"]
+__all__ = ["complement_at", "merge_sorted", "observe", "scores", "seen_total", "top_of_scores"]
 
 
 _WAYS = 4  # histograms counted side by side, so that runs of equal keys do not wait on one counter
@@ -104,20 +104,22 @@ def _threshold(rate, wait, seen, fill, linear, top, keys):
 
 
 @numba.njit(cache=True, nogil=True)
-def _take(keys, threshold, ties, out):
+def _take(keys, threshold, chosen, out):
     """Into ``out`` (increasing, one slot longer than what is taken): every index whose key lies
     above ``threshold``, and of those equal to it the ones whose rank among them (from 0, in index
-    order) is listed in ``ties`` (increasing, ending in -1)."""
+    order) ``chosen`` marks (one flag per tie and a spare; None: all of them)."""
     j = 0
+    if chosen is None:  # every tie taken: one compare per key
+        for i in range(keys.size):  # branch-free; ``out`` has a spare slot for the writes not kept
+            out[j] = i
+            j += np.int64(keys[i] >= threshold)
+        return
     t = 0
-    p = 0
-    for i in range(keys.size):  # branch-free; ``out`` has a spare slot for the writes not kept
+    for i in range(keys.size):  # branch-free; the flag's address depends on the tie count alone
         key = keys[i]
         tie = np.int64(key == threshold)
-        chosen = tie & np.int64(ties[p] == t)
         out[j] = i
-        j += np.int64(key > threshold) | chosen
-        p += chosen
+        j += np.int64(key > threshold) | (tie & np.int64(chosen[t]))
         t += tie
 
 
@@ -136,10 +138,12 @@ def top_of_scores(
     keys = np.empty(rate.size, dtype=np.uint32)
     threshold, above, equal = _threshold(rate, wait, seen, np.float32(fill), linear, top, keys)
     need = top - above
-    ranks = np.arange(need, dtype=np.int64) if need == equal else pick(equal, need)
-    ties = np.append(ranks, np.int64(-1))
+    chosen = None
+    if need != equal:
+        chosen = np.zeros(equal + 1, dtype=np.uint8)
+        chosen[pick(equal, need)] = 1
     out = np.empty(top + 1, dtype=np.int64)
-    _take(keys, threshold, ties, out)
+    _take(keys, threshold, chosen, out)
     return out[:top]
 
 
@@ -200,3 +204,36 @@ def observe(averaged, sent, rate, wait, seen, decay, linear):
         wait[i] += one
     for j in range(sent.size):
         wait[sent[j]] = one
+
+
+#: partial sums of ``seen_total``: coordinate ``i`` adds to lane ``i % _LANES``, so that the adds of
+#: one lane do not wait on the others'
+_LANES = 8
+
+
+@numba.njit(cache=True, nogil=True)
+def seen_total(rate, seen):
+    """How many coordinates were sent before, and the float64 sum of ``rate``: each of ``_LANES``
+    lanes sums its coordinates in index order from +0.0, and the lanes are then added in order."""
+    count = 0
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    n = rate.size
+    full = n - n % _LANES
+    for i in range(0, full, _LANES):
+        a0 += np.float64(rate[i])
+        a1 += np.float64(rate[i + 1])
+        a2 += np.float64(rate[i + 2])
+        a3 += np.float64(rate[i + 3])
+        a4 += np.float64(rate[i + 4])
+        a5 += np.float64(rate[i + 5])
+        a6 += np.float64(rate[i + 6])
+        a7 += np.float64(rate[i + 7])
+    lanes = np.array([a0, a1, a2, a3, a4, a5, a6, a7])
+    for i in range(full, n):
+        lanes[i - full] += np.float64(rate[i])
+    for i in range(n):
+        count += np.int64(seen[i])
+    total = 0.0
+    for lane in range(_LANES):
+        total += lanes[lane]
+    return count, total
