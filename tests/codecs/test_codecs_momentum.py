@@ -228,3 +228,40 @@ def test_fused_delay_aware_update_keeps_the_reference_memory_bit_for_bit(spec: s
     assert torch.equal(u_ref.view(torch.int32), u_fused.view(torch.int32))
     assert all(torch.equal(a, b) for a, b in zip(sent_ref, sent_fused, strict=True))
     assert bool((u_ref != 0).any()) and bool((r_ref != 0).any())
+
+
+@pytest.mark.parametrize("spec", ["randk:ratio=0.25,scale=false", "sharedk:ratio=0.2", "randk:ratio=0.1,scale=false+fp16",
+                                  "randk:ratio=0.25,scale=false+qsgd:bits=4", "topk:ratio=0.1"])  # fmt: skip
+@pytest.mark.parametrize("kernel", ["reference", "fused"])
+def test_the_delay_aware_memory_learns_alike_from_the_sent_values_alone(spec: str, kernel: str) -> None:
+    from adass.codecs import kernels
+
+    if kernel == "fused" and not kernels.available():
+        pytest.skip("numba does not import")
+
+    class Dense(SentMomentumMemory):  # the same memory, always handed the whole decoded chunk
+        reads_sent_only = False
+
+    n, kept = 1_001, {}
+    with kernels.using(kernel):
+        for name in ("sparse", "dense"):
+            codec = _mc(spec, 0.9, "dmc")
+            if name == "dense":
+                codec.memory = Dense(0.9)
+            for step, factor in enumerate([1.0, 0.5, 1.7, 1.0]):
+                key = ChunkKey(0, step, 0)
+                payload = codec.encode(chunk(n, seed=step), key)
+                sent, arrived = codec.sent_coordinates(payload), codec.decode_sent(payload)
+                if arrived is not None:  # the values decode writes there, and zeros elsewhere
+                    dense = codec.decode(payload)
+                    assert torch.equal(dense[sent], arrived) and int((dense != 0).sum()) <= sent.numel()
+                codec.memory.settle(factor)
+                codec.observe(chunk(n, seed=40 + step), key)
+            kept[name] = (codec.memory.residuals[0], codec.memory.velocities[0])
+    for a, b in zip(kept["sparse"], kept["dense"], strict=True):
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+    # only unscaled random-k (sharedk too) and the stacks on it give the sent values alone
+    for name in (spec, spec.replace("scale=false", "scale=true"), "qsgd:bits=8"):
+        codec = make_codec(name)
+        gives = codec.decode_sent(codec.encode(chunk(n), ChunkKey(0, 0, 0))) is not None
+        assert gives == ("scale=false" in name or name.startswith("sharedk")), name

@@ -300,6 +300,12 @@ class Codec(ABC):
         that sends a few of them (a sparsifier); None (the default) where every coordinate travels."""
         return None
 
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The float32 values :meth:`decode` writes at ``sent_coordinates(payload)``, in that order,
+        without the dense chunk (zeros elsewhere), where the codec can give them so; None (the
+        default) otherwise."""
+        return None
+
     def set_epoch(self, epoch: int) -> None:
         """Tell the codec which epoch the next encodings belong to (an exchange does, every rank
         alike); codecs whose wire format follows a schedule (the ratio warm-up of a sparsifier)

@@ -74,6 +74,10 @@ class ErrorFeedback(Codec):
         """The inner codec's."""
         return self.inner.sent_coordinates(payload)
 
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The inner codec's."""
+        return self.inner.decode_sent(payload)
+
     def observe(self, averaged: torch.Tensor, key: ChunkKey) -> None:
         """The inner codec learns."""
         self.inner.observe(averaged, key)
@@ -106,7 +110,7 @@ class ErrorFeedback(Codec):
         """Encode ``x + residual`` with the inner codec and store the new residual."""
         compensated = self.memory.compensate(x, key)
         payload = self.inner.encode(compensated, key, scale=scale)
-        self.memory.update(compensated, self.inner.decode(payload), key, self.inner.sent_coordinates(payload))
+        self.memory.absorb(self.inner, compensated, payload, key)
         return payload
 
     def decode(self, payload: Payload) -> torch.Tensor:

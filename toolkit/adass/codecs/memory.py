@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .base import ChunkKey, as_chunk
+from .base import ChunkKey, Codec, Payload, as_chunk
 
 __all__ = ["Memory"]
 
@@ -33,6 +33,9 @@ class Memory:
     """
 
     owns_momentum = False
+    #: whether :meth:`update` reads the decoded chunk only at the sent coordinates, so that it can
+    #: take just those values (``arrived``) when a sparsifier sent them
+    reads_sent_only = False
 
     def __init__(self) -> None:
         self.residuals: dict[int, torch.Tensor] = {}
@@ -58,14 +61,28 @@ class Memory:
         return x + residual.to(x.device)
 
     def update(
-        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
-        sent: torch.Tensor | None = None,
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor | None, key: ChunkKey,
+        sent: torch.Tensor | None = None, *, arrived: torch.Tensor | None = None,
     ) -> None:  # fmt: skip
         """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``. ``sent``: the
         coordinates a sparsifier sent (``Codec.sent_coordinates``), None for every one; plain error
-        feedback does not need them."""
+        feedback does not need them. ``arrived`` (the decoded values at ``sent`` alone) serves the
+        memories that ``reads_sent_only``; this one needs ``decoded``."""
+        if decoded is None:
+            raise ValueError(f"memory: chunk {key.chunk} updated without its decoded chunk")
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
+
+    def absorb(self, codec: Codec, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
+        """:meth:`update` from what ``codec`` made of ``x_compensated`` (``payload``): decoded in full,
+        or, for a memory that reads the sent coordinates alone, just the values sent there where the
+        codec gives them (``Codec.decode_sent``), with no dense chunk of zeros to decode into."""
+        sent = codec.sent_coordinates(payload)
+        arrived = codec.decode_sent(payload) if sent is not None and self.reads_sent_only else None
+        if arrived is None:
+            self.update(x_compensated, codec.decode(payload), key, sent)
+        else:
+            self.update(x_compensated, None, key, sent, arrived=arrived)
 
     def settle(self, factor: float) -> None:
         """After a step whose sum the exchange multiplied by ``factor``: restate the residuals of the

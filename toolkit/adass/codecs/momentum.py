@@ -80,8 +80,8 @@ class MomentumMemory(Memory):
         return accumulation
 
     def update(
-        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
-        sent: torch.Tensor | None = None,
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor | None, key: ChunkKey,
+        sent: torch.Tensor | None = None, *, arrived: torch.Tensor | None = None,
     ) -> None:  # fmt: skip
         """Store the residual and the step's velocity, zeroed at the masked coordinates: those of
         ``sent`` whose residual before this step was not zero.
@@ -95,7 +95,7 @@ class MomentumMemory(Memory):
         if u is None:
             raise RuntimeError(f"memory: chunk {key.chunk} updated without being compensated first")
         before = self.residuals.get(key.chunk)
-        super().update(x_compensated, decoded, key)
+        super().update(x_compensated, decoded, key)  # needs ``decoded``: not ``reads_sent_only``
         if sent is not None and before is not None:
             sent = sent.to(device=u.device, dtype=torch.int64)
             self._masked[key.chunk] = sent[before.to(u.device)[sent] != 0]

@@ -133,6 +133,12 @@ class RandomK(Sparsifier):
             else:
                 out.index_copy_(0, idx, values.to(torch.float32) * gain)
 
+    @property
+    def values_as_sent(self) -> bool:
+        """Unscaled, the kept values land unchanged on the shared coordinates (increasing, in the
+        values' order)."""
+        return not self.scale
+
     def keyed_template(self, numel: int, key: ChunkKey) -> Payload:
         """``k_for(numel)`` float32 values and the header naming the chunk: a payload's layout
         follows from its length and key (the current epoch's share kept)."""

@@ -63,6 +63,8 @@ class SentMomentumMemory(MomentumMemory):
         The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
     """
 
+    reads_sent_only = True
+
     def __init__(self, momentum: float = 0.0) -> None:
         super().__init__(momentum)
         self._sent: dict[int, torch.Tensor | None] = {}  # this step's sent coordinates, until ``settle``
@@ -87,39 +89,47 @@ class SentMomentumMemory(MomentumMemory):
         return accumulation if decayed is None else accumulation + decayed.to(x.device)
 
     def update(
-        self, x_compensated: torch.Tensor, decoded: torch.Tensor, key: ChunkKey,
-        sent: torch.Tensor | None = None,
+        self, x_compensated: torch.Tensor, decoded: torch.Tensor | None, key: ChunkKey,
+        sent: torch.Tensor | None = None, *, arrived: torch.Tensor | None = None,
     ) -> None:  # fmt: skip
         """Renew the velocity where values were sent (``sent``; None: everywhere), decay it elsewhere;
         the residual keeps what the encoding lost where sent, the accumulated gradients elsewhere.
+        ``arrived``: the decoded values at ``sent`` (in its order), in place of ``decoded``, which
+        is then not needed.
 
         Raises
         ------
         RuntimeError
             No :meth:`compensate` of this chunk came first.
+        ValueError
+            Neither ``decoded`` nor, with ``sent``, ``arrived``.
         """
         accumulation = self._pending.pop(key.chunk, None)
         if accumulation is None:
             raise RuntimeError(f"memory: chunk {key.chunk} updated without being compensated first")
+        if decoded is None and (arrived is None or sent is None):
+            raise ValueError(f"memory: chunk {key.chunk} updated without its decoded values")
         y = as_chunk(x_compensated)
-        decoded = as_chunk(decoded).to(y.device)
         decayed = self._decayed.get(key.chunk)
         if sent is None:
+            decoded = as_chunk(decoded).to(y.device)
             residual, velocity = y - decoded, decoded.clone()
         else:
             # this step's r + x and m * u are spent: they become the residual and the velocity in
             # place (no copies of the chunk); settle needs m * u only where sent, kept apart first
             sent = sent.to(device=y.device, dtype=torch.int64)
+            if arrived is None:
+                arrived = as_chunk(decoded).to(y.device)[sent]
+            arrived = arrived.to(device=y.device, dtype=torch.float32)
             residual = accumulation
             velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device)
-            if _fusable(y, decoded, accumulation, decayed, sent):
+            if _fusable(y, accumulation, decayed, sent) and arrived.is_contiguous():
                 from .kernels import fused
 
                 before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)
-                fused.sent_update(y.numpy(), decoded.numpy(), sent.numpy(), residual.numpy(),
+                fused.sent_update(y.numpy(), arrived.numpy(), sent.numpy(), residual.numpy(),
                                   velocity.numpy(), before.numpy())  # fmt: skip
             else:
-                arrived = decoded[sent]
                 residual[sent] = y[sent] - arrived
                 before = None if decayed is None else velocity[sent].clone()
                 velocity[sent] = arrived

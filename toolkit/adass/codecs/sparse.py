@@ -57,6 +57,16 @@ class Sparsifier(Codec):
         """The coordinates whose values ``payload`` carries."""
         return self.kept_indices(self.rest_of(payload), payload.tensors["values"].numel())
 
+    @property
+    def values_as_sent(self) -> bool:
+        """Whether decoding writes the kept values unchanged, each at its coordinate of
+        ``sent_coordinates`` (no gain): then ``decode_sent`` is the values themselves."""
+        return False
+
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The kept values as float32, where ``values_as_sent``."""
+        return payload.tensors["values"].to(torch.float32) if self.values_as_sent else None
+
     @abstractmethod
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The kept values ``(k,)`` and the payload without them (indices, header)."""

@@ -76,6 +76,12 @@ class StackCodec(Codec):
         rest, inner = self._parts(payload)
         return self.outer.kept_indices(rest, inner.numel)
 
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The inner codec's decoded values, where the sparsifier writes its values unchanged."""
+        if not self.outer.values_as_sent:
+            return None
+        return self.inner.decode(self._parts(payload)[1]).to(torch.float32)
+
     def keyed_values(self) -> KeyedValues | None:
         """The sparsifier's coordinates, where they follow from the chunk key, and the inner codec."""
         return None if self.outer.keyed_values() is None else KeyedValues(self.outer, self.inner)  # type: ignore[arg-type]

@@ -29,5 +29,5 @@ def encode_own(
         return codec.encode(x, key, scale=scale)
     compensated = memory.compensate(x, key)
     payload = codec.encode(compensated, key, scale=scale)
-    memory.update(compensated, codec.decode(payload), key, codec.sent_coordinates(payload))
+    memory.absorb(codec, compensated, payload, key)
     return payload

@@ -289,17 +289,17 @@ def compensate_delayed(x, residual, velocity, momentum, accumulation, decayed, y
 
 
 @numba.njit(cache=True, nogil=True)
-def sent_update(y, decoded, sent, residual, velocity, before):
-    """At each coordinate ``i`` of ``sent`` (distinct): ``residual[i] = y[i] - decoded[i]``,
-    ``before[j] = velocity[i]`` (where ``before`` has room) and then ``velocity[i] = decoded[i]``."""
+def sent_update(y, arrived, sent, residual, velocity, before):
+    """At each coordinate ``i = sent[j]`` (distinct): ``residual[i] = y[i] - arrived[j]``,
+    ``before[j] = velocity[i]`` (where ``before`` has room) and then ``velocity[i] = arrived[j]``."""
     keep = before.size > 0
     for j in range(sent.size):
         i = sent[j]
-        arrived = decoded[i]
-        residual[i] = y[i] - arrived
+        a = arrived[j]
+        residual[i] = y[i] - a
         if keep:
             before[j] = velocity[i]
-        velocity[i] = arrived
+        velocity[i] = a
 
 
 @numba.njit(cache=True, nogil=True)
