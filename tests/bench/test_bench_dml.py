@@ -139,7 +139,9 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
 
     assert len(netlab_dml.RS_CODECS) == 6
     # the sparser arms are faster but less accurate, the densest as accurate but slower: not met
-    missed = rs_goals(_lab_table((50.0, 70.0, 65.0, 150.0, 120.0, 130.0), (0.85, 0.88, 0.88, 0.95, 0.93, 0.94)))
+    missed = rs_goals(
+        _lab_table((50.0, 70.0, 65.0, 150.0, 120.0, 130.0), (0.85, 0.88, 0.88, 0.95, 0.93, 0.94))
+    )
     assert len(missed) == 2 and (missed["met"] == "no").all()
     assert netlab_dml.RS_CODECS[3] in missed["measured"].iloc[0]  # the most accurate arm is shown
     # arms both faster and as accurate: met, and the fastest of them is the one reported
