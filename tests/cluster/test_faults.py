@@ -76,8 +76,8 @@ def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_it
     with dask_processes(tmp_path / "dask", workers=3) as lab:
         data = "synthetic:n=600,d=8,classes=3,noise=0.0,test=1000"  # 0.1 points a test sample
         config = RunConfig.from_flat(**{**BASE, "epochs": 5, "data": data}, scheduler=lab.address, timeout_s=120,
-                                     restarts=1)  # fmt: skip
-        with connect(lab.address, n_workers=3) as handle:
+                                     restarts=1, detect_s=1)  # fmt: skip
+        with connect(lab.address, n_workers=3) as handle:  # detect_s=1: 20 s of waiting for a replacement
             straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
             gone: dict[str, float] = {}
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from lab_cases import lab
 
+from adass.allocator import ENVIRON
 from adass.cluster import read_checkpoint
 from adass.netlab import start_cluster
 
@@ -41,6 +42,15 @@ def train(out: Path, exchange: str, *prefix: str, scheduler: str = "") -> None:
         argv += ["--scheduler", scheduler]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_lab_processes_keep_freed_memory_as_the_embedded_cluster_s_workers_do(lab_cluster) -> None:
+    state, _ = lab_cluster
+    assert len(state.processes) == 5  # the scheduler and four workers
+    for entry in state.processes:
+        environ = Path(f"/proc/{entry.pid}/environ").read_bytes().split(b"\0")
+        seen = dict(item.decode().split("=", 1) for item in environ if b"=" in item)
+        assert {key: seen.get(key) for key in ENVIRON} == ENVIRON, entry.role
 
 
 @pytest.mark.parametrize("exchange", list(ARMS))

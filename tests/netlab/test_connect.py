@@ -15,7 +15,7 @@ import sys
 from adass.cluster.bootstrap import GroupConnectError, init_group
 master, rank, host = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
-    init_group(master, 29511, rank, 2, 5.0, host=host, bind="lo")
+    init_group(master, 29511, rank, 2, 2.0, host=host, bind="lo")  # gloo waits some multiple of it
     print("joined")
 except GroupConnectError as err:
     print(err)

@@ -4,7 +4,6 @@ printed at the end of the session."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,15 +27,6 @@ def kernel_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         json.dumps({"argv": argv, "display_name": "Python 3", "language": "python"})
     )
     return root
-
-
-@pytest.fixture
-def python3_kernel(kernel_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernel name to execute notebooks with (``python3`` of this interpreter)."""
-    monkeypatch.setenv(
-        "JUPYTER_PATH", os.pathsep.join(filter(None, [str(kernel_path), os.environ.get("JUPYTER_PATH")]))
-    )
-    return "python3"
 
 
 @pytest.fixture

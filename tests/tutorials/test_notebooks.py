@@ -2,14 +2,16 @@
 
 The notebooks are executed with nbclient in a ``python3`` kernel of this interpreter (see
 ``conftest.py``), with ``ADASS_TUTORIAL_QUICK=1`` in the kernel's environment so that only the
-sizes shrink. Wall times are recorded and printed at the end of the session, never asserted.
+sizes shrink, two notebooks at a time. Wall times (each notebook's, while another ran beside it) are
+recorded and printed at the end of the session, never asserted.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -61,28 +63,50 @@ def test_notebook_is_stored_without_outputs(path: Path):
             assert cell.execution_count is None, f"{path.name}: cell {index} has an execution count"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_notebook_runs_in_quick_mode(
-    path: Path,
-    python3_kernel: str,
-    wall_times: dict[str, float],
-    record_property: Callable[[str, object], None],
-):
+def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
+    """Run ``path`` in quick mode in a fresh kernel; the executed notebook and its wall time (a failing
+    cell raises CellExecutionError with its traceback)."""
     notebook = nbformat.read(path, as_version=4)
     env = {**os.environ, "ADASS_TUTORIAL_QUICK": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")  # a shared CI machine: no oversubscribed torch threads
     client = nbclient.NotebookClient(
         notebook,
-        kernel_name=python3_kernel,
+        kernel_name="python3",
         timeout=CELL_TIMEOUT_S,
         resources={"metadata": {"path": str(TUTORIALS)}},
     )
     start = time.perf_counter()
-    try:
-        client.execute(env=env)  # a failing cell raises CellExecutionError with its traceback
-    finally:
-        wall_times[path.stem] = time.perf_counter() - start
-        record_property("wall_s", round(wall_times[path.stem], 1))
+    client.execute(env=env)
+    return notebook, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def executions(kernel_path: Path) -> Iterator[dict[Path, Future]]:
+    """Every notebook started at once, two kernels at a time (each kernel is a process of its own and
+    mostly waits on one core or on its Dask workers), so the module takes about half the time."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(
+            "JUPYTER_PATH", os.pathsep.join(filter(None, [str(kernel_path), os.environ.get("JUPYTER_PATH")]))
+        )
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="notebook") as pool:
+            futures = {path: pool.submit(_execute, path) for path in NOTEBOOKS}
+            try:
+                yield futures
+            finally:
+                for future in futures.values():
+                    future.cancel()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_runs_in_quick_mode(
+    path: Path,
+    executions: dict[Path, Future],
+    wall_times: dict[str, float],
+    record_property: Callable[[str, object], None],
+):
+    notebook, seconds = executions[path].result()
+    wall_times[path.stem] = seconds
+    record_property("wall_s", round(seconds, 1))
     errors = [
         (index, output.get("ename"))
         for index, cell in enumerate(notebook.cells)

@@ -13,6 +13,7 @@ once used, so the setting is applied only to processes adass owns:
 - The embedded ``LocalCluster`` gets the same setting through Dask's own configuration,
   :func:`dask_config`: ``distributed.nanny.pre-spawn-environ`` sets glibc's ``MALLOC_*``
   variables before each worker process starts (Dask sets ``MALLOC_TRIM_THRESHOLD_`` there too).
+- The network lab's scheduler and workers (``adass netlab cluster``) start with the variables set.
 - Workers of a cluster of your own are left as Dask configured them. To opt in, put the same keys
   in that cluster's Dask configuration (for example ``~/.config/dask/adass.yaml``)::
 

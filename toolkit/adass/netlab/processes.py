@@ -2,7 +2,8 @@
 
 Each process is ``ip netns exec NS python -m dask ...`` (``ip netns exec`` replaces itself with the
 command, so the recorded PID is the Dask process). Readiness is read from the processes' own logs:
-the root namespace cannot reach the lab's addresses, by design.
+the root namespace cannot reach the lab's addresses, by design. The lab is a cluster adass owns, so its
+processes keep freed memory for reuse as the embedded cluster's do (``adass.allocator``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from ..allocator import ENVIRON, wanted
 from .state import LabState, Process
 from .system import LabError
 
@@ -29,6 +31,8 @@ def _spawn(state: LabState, role: str, host: int, argv: list[str], log: Path) ->
     command = ["ip", "netns", "exec", state.host(host).netns, sys.executable, "-m", "dask", *argv]
     # as in the embedded LocalCluster: no sampling profiler taking each worker's GIL 100 times a second
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+    if wanted():  # glibc reads these at start: the workers reuse freed blocks instead of faulting in pages
+        env.update(ENVIRON)
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=env)  # fmt: skip
