@@ -137,14 +137,16 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
         goals = netlab_dml.lab_targets(table)
         return goals[goals["goal"].str.startswith("RS-ADASS")]
 
-    assert len(netlab_dml.RS_CODECS) == 6
+    assert len(netlab_dml.RS_CODECS) == 7
     # the sparser arms are faster but less accurate, the densest as accurate but slower: not met
     missed = rs_goals(
-        _lab_table((50.0, 70.0, 65.0, 150.0, 120.0, 130.0), (0.85, 0.88, 0.88, 0.95, 0.93, 0.94))
+        _lab_table((50.0, 70.0, 65.0, 150.0, 140.0, 120.0, 130.0), (0.85, 0.88, 0.88, 0.95, 0.93, 0.93, 0.94))
     )
     assert len(missed) == 2 and (missed["met"] == "no").all()
     assert netlab_dml.RS_CODECS[3] in missed["measured"].iloc[0]  # the most accurate arm is shown
     # arms both faster and as accurate: met, and the fastest of them is the one reported
-    met = rs_goals(_lab_table((50.0, 80.0, 85.0, 150.0, 90.0, 60.0), (0.85, 0.9, 0.9, 0.95, 0.91, 0.9)))
+    met = rs_goals(
+        _lab_table((50.0, 80.0, 85.0, 150.0, 95.0, 90.0, 60.0), (0.85, 0.9, 0.9, 0.95, 0.9, 0.91, 0.9))
+    )
     assert (met["met"] == "yes").all()
-    assert met["measured"].str.startswith(netlab_dml.RS_CODECS[5]).all()
+    assert met["measured"].str.startswith(netlab_dml.RS_CODECS[6]).all()

@@ -15,6 +15,7 @@ ALL_SPECS = [
     "qsgd:bits=4,shared=true",
     "randk:ratio=0.1",
     "randk:ratio=0.1,scale=false",
+    "randk:ratio=0.3,scale=false,block=16",
     "topk:ratio=0.1",
     "sharedk:ratio=0.1",
     "randk:ratio=0.2+qsgd:bits=8",
@@ -23,6 +24,7 @@ ALL_SPECS = [
     "ef(qsgd:bits=2)",
     "dmc(sharedk:ratio=0.1,warmup=2+qsgd:bits=8)",
     "ef(randk:ratio=0.1,scale=false+qsgd:bits=4)",
+    "dmc(randk:ratio=0.2,scale=false,block=8+fp16)",
 ]
 
 

@@ -194,6 +194,8 @@ def test_spec_forms_and_canonical_names() -> None:
         ("ef(randk:ratio=0.1+qsgd:bits=8)", "use scale=false"),
         ("randk:ratio=0.1,warmup=-1", "warmup=-1 is not allowed"),
         ("topk:warmup=0.5", "warmup='0.5' is not allowed"),
+        ("randk:ratio=0.1,block=0", "block=0 is not allowed"),
+        ("randk:block=8.5", "block='8.5' is not allowed"),
     ],
 )
 def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
@@ -205,7 +207,8 @@ def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("spec", ["randk:ratio=0.25,scale=false", "sharedk:ratio=0.2",
-                                  "randk:ratio=0.25,scale=false+qsgd:bits=4", "topk:ratio=0.1"])  # fmt: skip
+                                  "randk:ratio=0.25,scale=false+qsgd:bits=4", "topk:ratio=0.1",
+                                  "randk:ratio=0.25,scale=false,block=32"])  # fmt: skip
 def test_fused_delay_aware_update_keeps_the_reference_memory_bit_for_bit(spec: str) -> None:
     from adass.codecs import kernels
 

@@ -1,5 +1,6 @@
 """Coordinate draws for random-k: k distinct sorted indices, a function of the seed only, uniform
-over k-subsets (checked exactly on small cases), and the cache that spares decodes a second draw."""
+over k-subsets (checked exactly on small cases), the same in runs of neighbours (``block_sample``:
+each coordinate still kept with probability k/n), and the cache that spares decodes a second draw."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import threading
 
 import pytest
 import torch
+from codec_cases import reference_and_fused
 
-from adass.codecs.sampling import IndexCache, distinct_sample
+from adass.codecs.sampling import IndexCache, block_sample, distinct_sample
 
 CASES = [(1, 0), (1, 1), (10, 1), (10, 5), (10, 6), (10, 10), (1000, 10), (1000, 499), (1000, 900)]
 
@@ -70,6 +72,47 @@ def test_inclusion_frequency_is_k_over_n() -> None:
     hits = torch.zeros(n)
     for s in range(trials):
         hits[distinct_sample(n, k, seeded(s))] += 1
+    p = k / n
+    sd = (trials * p * (1 - p)) ** 0.5
+    assert float((hits - trials * p).abs().max()) < 4.5 * sd
+    assert float(hits.sum()) == trials * k
+
+
+BLOCK_CASES = [(1000, 300, 64), (1000, 1, 64), (1000, 10, 7), (128, 128, 64), (129, 64, 64), (130, 65, 64),
+               (10, 3, 4), (10, 9, 4), (5, 2, 1), (1, 0, 8)]  # fmt: skip
+
+
+@pytest.mark.parametrize("n,k,block", BLOCK_CASES)
+def test_block_draws_are_k_distinct_sorted_in_range_and_follow_the_seed(n: int, k: int, block: int) -> None:
+    for s in range(40):
+        drawn = block_sample(n, k, block, seeded(s))
+        assert drawn.dtype == torch.int64 and drawn.numel() == k
+        assert bool((drawn[1:] > drawn[:-1]).all()) and (k == 0 or 0 <= int(drawn[0]) <= int(drawn[-1]) < n)
+        assert torch.equal(drawn, block_sample(n, k, block, seeded(s)))
+
+
+@pytest.mark.parametrize("n,k,block", BLOCK_CASES + [(250_000, 75_000, 64)])
+def test_block_draws_are_the_same_under_both_kernels(n: int, k: int, block: int) -> None:
+    for s in range(5):
+        ref, fused = reference_and_fused(lambda: block_sample(n, k, block, seeded(s)))  # noqa: B023
+        assert torch.equal(ref, fused)
+
+
+def test_block_draws_come_in_runs_of_neighbours() -> None:
+    n, k, block = 10_000, 3_000, 50
+    drawn = block_sample(n, k, block, seeded(3))
+    breaks = int((drawn[1:] != drawn[:-1] + 1).sum())
+    # at most one run per drawn block, one more where the rotation splits a block at the chunk's end
+    assert breaks + 1 <= -(-k // block) + 1
+    assert not torch.equal(drawn, block_sample(n, k, block, seeded(4)))
+
+
+def test_block_draws_keep_every_coordinate_with_probability_k_over_n() -> None:
+    # as for single draws: Binomial(T, k/n) hits per coordinate, the chunk's ends included
+    n, k, block, trials = 203, 40, 8, 3000
+    hits = torch.zeros(n)
+    for s in range(trials):
+        hits[block_sample(n, k, block, seeded(s))] += 1
     p = k / n
     sd = (trials * p * (1 - p)) ** 0.5
     assert float((hits - trials * p).abs().max()) < 4.5 * sd

@@ -40,7 +40,12 @@ def test_lossy_codecs_over_gloo_match_the_simulator(in_place: bool) -> None:
     cases = [("ring:segment_kb=1", "qsgd:bits=4"), ("ring:strategy=shared_scale", "randk:ratio=0.1+qsgd:bits=8"),
              ("ring", "topk:ratio=0.05"), ("ps", "qsgd:bits=8"), ("ring:segment_kb=1", "fp32")]  # fmt: skip
     if in_place:
-        cases += [("ring:segment_kb=1", "randk:ratio=0.1"), ("ring", "ef(qsgd:bits=2)"), ("ps", "fp32")]
+        cases += [
+            ("ring:segment_kb=1", "randk:ratio=0.1"),
+            ("ring", "ef(qsgd:bits=2)"),
+            ("ps", "fp32"),
+            ("ring", "dmc(randk:ratio=0.3,scale=false,block=16+fp16)"),
+        ]
     counts, n = [2.0, 1.0, 3.0], 3000
     results = run_processes(lossy_over_gloo, 3, (cases, n, counts, in_place), timeout_s=90)
     gs = grads(3, n, seed=5)

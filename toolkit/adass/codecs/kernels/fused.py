@@ -276,6 +276,26 @@ def randk_scatter(values, idx, gain, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def block_positions(starts, block, offset, n, out):
+    """The first ``out.size`` positions of the runs ``[s, s + block)`` (``starts`` increasing), each
+    moved by ``offset`` modulo ``n``, in increasing order: those that wrap past ``n`` come first."""
+    k = out.size
+    lo, hi = 0, k  # the first j whose position reaches n - offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if starts[mid // block] + mid % block < n - offset:
+            lo = mid + 1
+        else:
+            hi = mid
+    for j in range(k):
+        p = starts[j // block] + j % block
+        if j < lo:
+            out[k - lo + j] = p + offset
+        else:
+            out[j - lo] = p + offset - n
+
+
+@numba.njit(cache=True, nogil=True)
 def compensate_delayed(x, residual, velocity, momentum, accumulation, decayed, y):
     """``accumulation = x + residual``, ``decayed = momentum * velocity`` and ``y = accumulation +
     decayed``, each rounded to float32 as torch's separate operations round them, in one pass."""
