@@ -82,7 +82,8 @@ QSGD_RING, QSGD_SHARED = "ring:strategy=requantize", "ring:strategy=shared_scale
 # against float32's 0.908 (seed 0). Random-k at 0.01 and 0.03 stays float32: its values are a small part
 # of a step, and on a fast link the stack's per-hop conversions cost more CPU than the bytes they save.
 # Random-k at 0.03 and 0.3 also runs in runs of 64 neighbours (``block=64``), beside the single draws:
-# far fewer random draws and copies of runs, the CPU a 1M-parameter step spends choosing coordinates.
+# far fewer random draws and copies of runs, the CPU a 1M-parameter step spends choosing coordinates
+# (on the lab, seed 0, the demo MLP lost more accuracy to runs: 0.745 against 0.825 at 0.03).
 #: RS-ADASS, random-k from sparsest to densest, then sharedk. After the bench's one epoch in process
 #: (seed 0), on the 1M-parameter MLP: random-k 0.01 0.821, 0.03 0.860 (0.865 over 6 seeds; block=64
 #: 0.849, 0.857 over 6), 0.3 0.917 (0.900 over 6 seeds; block=64 0.914, 0.900 over 6); mc sharedk 0.1
