@@ -7,8 +7,8 @@ the ``k`` values travel and value vectors of different workers line up: payloads
 multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kept with probability
 ``k/n``). With ``block=B`` the coordinates come in runs of ``B`` neighbours (``sampling.block_sample``):
 still each kept with probability ``k/n``, but about ``B`` times fewer random draws, and gathers and
-scatters that copy runs instead of single values, which on a large chunk saves more CPU than the
-compression costs elsewhere.
+scatters that copy runs instead of single values. That saves CPU on large chunks; on a small model
+runs cost accuracy at small shares (README, RS-ADASS).
 
 Wire layout: ``values`` float32 ``(k,)``. Header (12 bytes): numel, step and chunk as uint32; the
 receiver re-derives the indices from them and the run seed, which every worker knows. Inside a
@@ -94,9 +94,9 @@ class RandomK(Sparsifier):
     ) -> torch.Tensor:
         """The ``k`` sorted coordinates (int64) that every worker keeps for chunk ``key``.
 
-        A uniform k-subset drawn by :func:`distinct_sample` (in runs, by :func:`block_sample`, with
-        ``block`` > 1) from ``generator_for(key, "randk")``: a function of (run seed, step, chunk)
-        and the chunk length only. Recent draws are cached
+        A uniform k-subset drawn by :func:`distinct_sample` (with ``block`` > 1, runs of neighbours
+        drawn by :func:`block_sample`) from ``generator_for(key, "randk")``: a function of (run seed,
+        step, chunk) and the chunk length only. Recent draws are cached
         (encode and every decode of a chunk ask for the same ones), so do not modify the result
         in place. ``k`` defaults to the current epoch's count (``k_for``); a receiver passes the
         number of values it got.
