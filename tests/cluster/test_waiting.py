@@ -4,8 +4,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from adass.cluster.waiting import wait_all
-from adass.failures import Diverged, LostRank
+from adass.cluster.waiting import call_all, wait_all
+from adass.failures import Diverged, LostRank, RunFailure
 
 ADDRESSES = ["tls://127.0.0.1:1", "tls://127.0.0.1:2", "tls://127.0.0.1:3"]
 
@@ -48,3 +48,53 @@ def test_the_runs_own_verdict_passes_through_unchanged_in_kind():
 def test_ranks_that_never_answer_fail_at_the_timeout_by_name():
     with pytest.raises(LostRank, match=r"ranks \[0, 2\]"):
         wait_all(_futures(None, "b", None), ADDRESSES, 0.2, "epoch 0")
+
+
+class _Member:
+    """An actor handle: a call returns a future, or is refused at once (its worker is gone)."""
+
+    def __init__(self, outcome) -> None:
+        self.outcome, self.calls = outcome, []
+
+    def step(self, *args):
+        self.calls.append(args)
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return _futures(self.outcome)[0]
+
+
+def test_calls_go_to_every_rank_with_their_arguments_and_come_back_in_order():
+    members = [_Member("a"), _Member("b"), _Member("c")]
+    assert call_all(members, "step", (4, "x"), ADDRESSES, 10, "epoch 4") == ["a", "b", "c"]
+    assert [m.calls for m in members] == [[(4, "x")]] * 3
+
+
+def test_a_call_refused_before_it_leaves_names_the_worker_that_left():
+    members = [
+        _Member("a"),
+        _Member(RuntimeError("Worker holding Actor was lost.  Status: lost")),
+        _Member("c"),
+    ]
+    with pytest.raises(LostRank, match=f"epoch 5: worker {ADDRESSES[1]} \\(rank 1\\) left the cluster"):
+        call_all(members, "step", (), ADDRESSES, 600, "epoch 5", alive=lambda: {ADDRESSES[0], ADDRESSES[2]})
+    assert members[2].calls == []  # nothing more is sent once a rank is known to be lost
+
+
+def test_a_call_refused_because_the_scheduler_is_gone_ends_the_run_without_a_restart():
+    def alive() -> set[str]:
+        raise RunFailure("the Dask scheduler tcp://127.0.0.1:9 is gone (client connecting)")
+
+    members = [_Member(RuntimeError("Worker holding Actor was lost.  Status: cancelled")), _Member("b")]
+    with pytest.raises(RunFailure) as caught:
+        call_all(members, "step", (), ADDRESSES, 600, "epoch 0", alive=alive)
+    assert not isinstance(caught.value, LostRank) and "scheduler" in str(caught.value)
+
+
+def test_a_refused_call_with_every_worker_present_is_named_by_rank_and_error():
+    members = [_Member("a"), _Member("b"), _Member(OSError("Timed out trying to connect"))]
+    with pytest.raises(LostRank) as caught:
+        call_all(members, "step", (), ADDRESSES, 600, "epoch 1", alive=lambda: set(ADDRESSES))
+    assert (
+        str(caught.value)
+        == f"epoch 1: rank 2 on worker {ADDRESSES[2]} failed: OSError: Timed out trying to connect"
+    )

@@ -39,7 +39,7 @@ from .checkpoints import (
 )
 from .connect import ClusterHandle, connect_for
 from .events import RunStore, topic_for
-from .waiting import wait_all
+from .waiting import call_all, wait_all
 
 __all__ = ["DistributedResult", "read_checkpoint_state", "server_count", "train_distributed"]
 
@@ -75,8 +75,18 @@ class _Run:
     def alive(self) -> set[str]:
         return set(self.handle.workers())
 
-    def wait(self, futures: list, what: str, addresses: list[str] | None = None) -> list:
-        return wait_all(futures, addresses or self.addresses, self.timeout_s, what, alive=self.alive)
+    def scheduler_alive(self) -> set[str]:
+        """The run's workers while the scheduler answers (RunFailure once it is gone); for the teardown,
+        which must not wait on ranks when nothing can come back, but goes on past a worker that left."""
+        self.handle.workers()
+        return set(self.addresses)
+
+    def wait(self, futures: list, what: str) -> list:
+        return wait_all(futures, self.addresses, self.timeout_s, what, alive=self.alive)
+
+    def call(self, members: list, method: str, *args: Any, what: str) -> list:
+        """``method(*args)`` on each of ``members`` (ranks 0, 1, ... in order), all waited on together."""
+        return call_all(members, method, args, self.addresses, self.timeout_s, what, alive=self.alive)
 
     def start(self) -> None:
         client, world = self.handle.client, self.replicas_n + self.servers_n
@@ -94,25 +104,28 @@ class _Run:
             self.futures.append(future)
         members = self.wait(self.futures, "starting the actors")
         self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
-        first = self.actors[0]
-        master, port = (
-            first.host().result(timeout=self.timeout_s),
-            first.free_port().result(timeout=self.timeout_s),
-        )
-        self.wait([m.setup(master, port, self.timeout_s) for m in members], "joining the process group")
+        first = self.actors[:1]
+        master = self.call(first, "host", what="finding the process group's master")[0]
+        port = self.call(first, "free_port", what="finding the process group's master")[0]
+        self.call(members, "setup", master, port, self.timeout_s, what="joining the process group")
 
     def epoch(self, epoch: int) -> tuple[list[dict], list[dict], float]:
         start = time.perf_counter()
-        chosen = self.wait([a.select(epoch) for a in self.actors], f"epoch {epoch} (selection)")
+        chosen = self.call(self.actors, "select", epoch, what=f"epoch {epoch} (selection)")
         steps, worker_steps = chosen[0]["steps"], chosen[0]["worker_steps"]
-        jobs = [m.run_epoch(epoch, steps, worker_steps) for m in self.actors + self.servers]
-        reports = self.wait(jobs, f"epoch {epoch}")
+        reports = self.call(self.actors + self.servers, "run_epoch", epoch, steps, worker_steps,
+                            what=f"epoch {epoch}")  # fmt: skip
         return reports[: self.replicas_n], reports[self.replicas_n :], time.perf_counter() - start
 
     def close(self) -> None:
         if self.actors or self.servers:
+            futures, addresses = [], []
+            for member, address in zip(self.actors + self.servers, self.addresses, strict=False):
+                with contextlib.suppress(Exception):  # a member whose worker is gone refuses the call
+                    futures.append(member.teardown())
+                    addresses.append(address)
             with contextlib.suppress(Exception):
-                wait_all([m.teardown() for m in self.actors + self.servers], self.addresses, 30, "teardown")
+                wait_all(futures, addresses, 30, "teardown", alive=self.scheduler_alive)
         with contextlib.suppress(Exception):
             self.handle.client.unsubscribe_topic(topic_for(self.run_id))
         self.actors, self.servers, self.futures = [], [], []
@@ -246,13 +259,13 @@ def _attempt(
         run.start()
         if checkpoint is not None:
             members = run.actors + run.servers
-            run.wait([m.load(str(checkpoint.folder)) for m in members], "loading the checkpoint")
+            run.call(members, "load", str(checkpoint.folder), what="loading the checkpoint")
         for epoch in range(first_epoch, config.optim.epochs):
             if should_stop():
                 stopped = True
                 break
             reports, server_reports, epoch_s = run.epoch(epoch)
-            test = run.wait([run.actors[0].evaluate()], f"epoch {epoch} (evaluation)")[0]
+            test = run.call(run.actors[:1], "evaluate", what=f"epoch {epoch} (evaluation)")[0]
             traffic = [row for r in reports + server_reports for row in r["traffic"]]
             write_epoch(sink, run_id, reports, traffic)
             totals["skipped_steps"] += sum(r.get("skipped", 0) for r in reports[:1])  # alike on every replica
@@ -262,7 +275,7 @@ def _attempt(
                 _checkpoint(run, checkpoint_dir, epoch, totals, sink, config)
             if progress is not None:
                 progress(record)
-        parameters = run.wait([run.actors[0].parameters()], "reading the parameters")[0]
+        parameters = run.call(run.actors[:1], "parameters", what="reading the parameters")[0]
     finally:
         run.close()
     sink.close()
@@ -275,7 +288,7 @@ def _checkpoint(run: _Run, run_dir: str | Path, epoch: int, totals: dict[str, fl
     """Rank files (replicas' ``rank<r>.pt``, servers' ``server<s>.pt``) into a fresh epoch folder,
     records flushed, then the pointer moves (one rename)."""
     folder = epoch_folder(run_dir, epoch)
-    run.wait([m.save(str(folder)) for m in run.actors + run.servers], f"epoch {epoch} (checkpoint)")
+    run.call(run.actors + run.servers, "save", str(folder), what=f"epoch {epoch} (checkpoint)")
     if hasattr(sink, "flush"):
         sink.flush()
     publish(run_dir, epoch, totals, fixed_options(config))

@@ -17,7 +17,7 @@ from ..failures import LostRank, RunFailure, one_line
 from ..registry import SpecError
 from .bootstrap import GroupConnectError
 
-__all__ = ["wait_all"]
+__all__ = ["call_all", "wait_all"]
 
 _POLL_S = 0.05
 _MEMBERS_EVERY_S = 1.0
@@ -65,10 +65,7 @@ def wait_all(
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except Exception as err:  # the first error wins, unless a worker that left explains it
-                _raise_lost(addresses, alive, what, wait_s=_CAUSE_GRACE_S)
-                raise LostRank(
-                    f"{what}: rank {rank} on worker {addresses[rank]} failed: {one_line(err)}"
-                ) from None
+                _raise_failed(addresses, alive, what, rank, err)
         if alive is not None and now - last_check >= _MEMBERS_EVERY_S:
             last_check = now
             _raise_lost(addresses, alive, what, wait_s=0.0)
@@ -81,6 +78,33 @@ def wait_all(
             with contextlib.suppress(Exception):  # a timeout, or its error, collected by done() above
                 futures[pending[0]].result(timeout=_POLL_S)
     return [results[r] for r in range(len(futures))]
+
+
+def call_all(
+    members: Sequence[Any], method: str, args: Sequence[Any], addresses: Sequence[str], timeout_s: float,
+    what: str, alive: Callable[[], set[str]] | None = None,
+) -> list[Any]:  # fmt: skip
+    """``members[r].method(*args)`` on every rank (Dask actors), then :func:`wait_all` on the calls.
+
+    A call can fail before it leaves: an actor whose worker is gone, or whose client lost the scheduler,
+    refuses the call at once. Such a failure is named as one in a rank's result would be: the worker
+    that left, the scheduler that is gone, or else the rank and its error.
+    """
+    futures = []
+    for rank, member in enumerate(members):
+        try:
+            futures.append(getattr(member, method)(*args))
+        except Exception as err:  # noqa: BLE001 - distributed raises RuntimeError, CancelledError, OSError
+            _raise_failed(addresses, alive, what, rank, err)
+    return wait_all(futures, addresses, timeout_s, what, alive=alive)
+
+
+def _raise_failed(
+    addresses: Sequence[str], alive: Callable[[], set[str]] | None, what: str, rank: int, err: BaseException
+) -> None:
+    """Raise the failure of ``rank``: a worker that left (looked for a moment) or else the rank's error."""
+    _raise_lost(addresses, alive, what, wait_s=_CAUSE_GRACE_S)
+    raise LostRank(f"{what}: rank {rank} on worker {addresses[rank]} failed: {one_line(err)}") from None
 
 
 def _raise_lost(
