@@ -11,9 +11,13 @@ from lab_cases import lab
 pytestmark = pytest.mark.netlab
 
 JOIN = """
-import sys
+import pathlib, sys, time
 from adass.cluster.bootstrap import GroupConnectError, init_group
-master, rank, host = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+master, rank, host, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3], pathlib.Path(sys.argv[4])
+(folder / f"ready{rank}").touch()  # imports done: both ranks start the 2 s rendezvous together
+deadline = time.time() + 120
+while len(list(folder.glob("ready*"))) < 2 and time.time() < deadline:
+    time.sleep(0.02)
 try:
     init_group(master, 29511, rank, 2, 2.0, host=host, bind="lo")  # gloo waits some multiple of it
     print("joined")
@@ -27,7 +31,8 @@ def test_ranks_bound_to_loopback_on_different_hosts_fail_in_one_line(tmp_path) -
     with lab(tmp_path, hosts=2, rate="1gbit") as state:
         master = state.hosts[0].address
         ranks = [
-            subprocess.Popen(["ip", "netns", "exec", h.netns, sys.executable, "-c", JOIN, master, str(h.index), h.address],
+            subprocess.Popen(["ip", "netns", "exec", h.netns, sys.executable, "-c", JOIN, master, str(h.index), h.address,
+                              str(tmp_path)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             for h in state.hosts
         ]  # fmt: skip
