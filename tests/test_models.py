@@ -17,6 +17,8 @@ from adass.registry import SpecError
         ("lenet", (3, 32, 32)),
         ("resnet:depth=8", (3, 32, 32)),
         ("resnet:depth=20,width=8", (1, 28, 28)),
+        ("lenet", (1, 12, 12)),  # the smallest images it takes
+        ("resnet:depth=8", (3, 2, 5)),
     ],
 )
 def test_output_shape(spec, shape):
@@ -42,6 +44,14 @@ def test_same_seed_same_weights_and_global_rng_untouched():
 def test_image_models_refuse_vector_data():
     with pytest.raises(SpecError, match="image"):
         build_model("lenet", (10,), 3)
+
+
+@pytest.mark.parametrize("shape", [(1, 11, 28), (3, 8, 8)])
+def test_lenet_refuses_images_its_layers_would_shrink_to_nothing(shape):
+    with pytest.raises(
+        SpecError, match=f"^--model lenet: needs images of at least 12x12 pixels, got {shape[1]}x{shape[2]}"
+    ):
+        build_model("lenet", shape, 3)
 
 
 def test_is_linear():

@@ -39,11 +39,17 @@ def make_mlp(hidden: int, layers: int, *, shape: tuple[int, ...], classes: int) 
     return nn.Sequential(*mods)
 
 
+_LENET_MIN = 12
+
+
 @MODELS.register("lenet", doc="LeNet-5-style CNN for (C, H, W) images")
 def make_lenet(*, shape: tuple[int, ...], classes: int) -> nn.Module:
     if len(shape) != 3:
-        raise SpecError(f"model 'lenet': needs image data (C, H, W), got samples of shape {shape}")
+        raise SpecError(f"--model lenet: needs image data (C, H, W), got samples of shape {shape}")
     channels, height, width = shape
+    if min(height, width) < _LENET_MIN:  # two 2x pools around an unpadded 5x5 convolution
+        raise SpecError(f"--model lenet: needs images of at least {_LENET_MIN}x{_LENET_MIN} pixels, "
+                        f"got {height}x{width}; use mlp or resnet")  # fmt: skip
     features = nn.Sequential(
         nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
@@ -81,7 +87,7 @@ class _Block(nn.Module):
 )
 def make_resnet(depth: int, width: int, *, shape: tuple[int, ...], classes: int) -> nn.Module:
     if len(shape) != 3:
-        raise SpecError(f"model 'resnet': needs image data (C, H, W), got samples of shape {shape}")
+        raise SpecError(f"--model resnet: needs image data (C, H, W), got samples of shape {shape}")
     blocks = (depth - 2) // 6
     layers: list[nn.Module] = [
         nn.Conv2d(shape[0], width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),

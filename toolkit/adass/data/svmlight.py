@@ -42,6 +42,12 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
         )
     if not np.isfinite(y).all():
         raise DataError(f"svmlight: {path}: {int((~np.isfinite(y)).sum())} NaN or infinite labels")
+    fractional = y != np.round(y)
+    if fractional.any():  # regression targets: every distinct value would become a class of its own
+        raise DataError(
+            f"svmlight: {path}: {int(fractional.sum())} labels are not whole numbers (regression "
+            f"targets?); a label names a class, as in LIBSVM's classification files"
+        )
     check_fits(
         4.0 * x.shape[0] * x.shape[1], f"svmlight: {path}: {x.shape[0]} samples x {x.shape[1]} features"
     )
@@ -90,6 +96,13 @@ def load_svmlight(path: str, test: str, holdout: float, *, seed: int = 0, name: 
     d = max(x.shape[1] for x, _ in parts)
     parts = [(_pad(x, d), y) for x, y in parts]
 
+    if test:  # a test file that labels classes its own way (-1/+1 against 0/1) would score 0 silently
+        unseen = ~np.isin(parts[1][1], parts[0][1])
+        if unseen.any():
+            raise DataError(
+                f"svmlight: {files[1]}: {int(unseen.sum())} test samples carry {np.unique(parts[1][1][unseen]).size}"
+                f" label values that the training file {files[0]} never uses; label both files alike"
+            )
     values = np.unique(np.concatenate([y for _, y in parts]))  # sorted: label k is the k-th value
     codes = [np.searchsorted(values, y) for _, y in parts]
     if test:
