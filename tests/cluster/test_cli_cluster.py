@@ -13,6 +13,7 @@ from adass.cli import main
 from adass.cluster import read_checkpoint, train_distributed
 from adass.cluster.processes import dask_processes
 from adass.config import RunConfig
+from adass.data import DataError
 from adass.failures import RunFailure
 
 TINY = ["--data", "synthetic:n=160,d=5,classes=3,test=40", "--model", "mlp:hidden=8", "--batch-size", "16",
@@ -43,14 +44,33 @@ def test_resume_without_checkpoint_is_one_clear_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "--resume" in err
 
 
-def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsys):
-    with dask_processes(tmp_path, workers=2) as lab:
-        out = tmp_path / "run"
-        code = main(
-            ["train", *TINY, "--workers", "2", "--epochs", "2", "--scheduler", lab.address, "--out", str(out)]
-        )
-        assert code == 0
-        assert len(pd.read_parquet(out / "eval.parquet")) == 2
+def _svmlight(path, n: int = 120) -> None:
+    rows = [f"{i % 3} 1:{(i % 3) + 0.1 * (i % 7)} 2:{(i * 7) % 5} 3:1" for i in range(n)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsys, monkeypatch):
+    """Relative --data and --out paths mean the same files on workers started in another folder."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with dask_processes(tmp_path / "lab", workers=2) as lab:
+        monkeypatch.chdir(here)
+        _svmlight(here / "mine.svm")
+        options = [*TINY[2:], "--data", "svmlight:mine.svm", "--workers", "2", "--epochs", "2",
+                   "--scheduler", lab.address]  # fmt: skip
+        assert main(["train", *options, "--out", "run"]) == 0
+        assert len(pd.read_parquet(here / "run" / "eval.parquet")) == 2
+        assert read_checkpoint(here / "run").epoch == 1 and not any(elsewhere.iterdir())
+
+        # a worker that cannot read what this process read: one line, no restart (none could help)
+        config = RunConfig.from_flat(data="svmlight:mine.svm", model="mlp:hidden=8", batch_size=16, epochs=1,
+                                     workers=2, scheduler=lab.address, restarts=2)  # fmt: skip
+        with pytest.raises(DataError) as caught:
+            train_distributed(config, on_ready=lambda handle: (here / "mine.svm").unlink())
+        message = str(caught.value)
+        assert len(message.splitlines()) == 1 and "restarts" not in message
+        assert f"{here / 'mine.svm'} not found" in message and "every worker's machine" in message
 
 
 def _children() -> set[int]:

@@ -68,8 +68,11 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     bar.update(done)
     sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
     with bar:
-        result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out, resume=resume,
-                     **_cluster_feedback(config, bar))  # fmt: skip
+        try:
+            result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out, resume=resume,
+                         **_cluster_feedback(config, bar))  # fmt: skip
+        except DataError as err:  # a worker that cannot read the files this process read
+            raise SpecError(f"--data: {err}") from None
     c = result.counters
     summary = _summary(config, result.final, c.backprops, c.forwards, c.train_s, dataset.n_train)
     print(markdown_table(summary))

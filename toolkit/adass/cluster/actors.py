@@ -22,10 +22,42 @@ from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shar
 from ..exchange import GlooTransport, make_exchange
 from ..exchange.transport import segment_bytes_for
 from ..metrics import atomic_write_bytes
+from ..registry import SpecError
 from .bootstrap import destroy_group, free_port, init_group
 from .events import EventRelay, topic_for
 
 __all__ = ["Replica", "Server"]
+
+
+_SHARED = "on a cluster of several machines it must be a folder every worker sees at the same path (a shared file system)"
+
+
+def _here() -> str:
+    """This worker's address (or "this process" outside a Dask worker), for messages."""
+    try:
+        return f"the worker at {get_worker().address}"
+    except ValueError:
+        return "this process"
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    """``state`` to ``path`` atomically; a folder this worker cannot write in is bad input, not a fault
+    that a restart could mend."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError as err:
+        raise SpecError(f"--out: {_here()} cannot write {path} "
+                        f"({err.strerror or err}); {_SHARED}") from None  # fmt: skip
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """The state saved at ``path``; a file this worker cannot see is bad input (see ``_write_state``)."""
+    try:
+        return torch.load(path, weights_only=True)
+    except FileNotFoundError:
+        raise SpecError(f"--out: {_here()} finds no {path}; {_SHARED}") from None
 
 
 class _Member:
@@ -112,16 +144,13 @@ class Replica(_Member):
 
     async def save(self, folder: str) -> None:
         def work() -> None:
-            buffer = io.BytesIO()
-            torch.save(self.engine.state_dict(), buffer)
-            atomic_write_bytes(Path(folder) / f"rank{self.rank}.pt", buffer.getvalue())
+            _write_state(Path(folder) / f"rank{self.rank}.pt", self.engine.state_dict())
 
         await asyncio.to_thread(work)
 
     async def load(self, folder: str) -> None:
         def work() -> None:
-            state = torch.load(Path(folder) / f"rank{self.rank}.pt", weights_only=True)
-            self.engine.load_state_dict(state)
+            self.engine.load_state_dict(_read_state(Path(folder) / f"rank{self.rank}.pt"))
 
         await asyncio.to_thread(work)
 
@@ -150,9 +179,7 @@ class Server(_Member):
 
     async def save(self, folder: str) -> None:
         def work() -> None:
-            buffer = io.BytesIO()
-            torch.save(self.exchange.state_dict(), buffer)
-            atomic_write_bytes(self._path(folder), buffer.getvalue())
+            _write_state(self._path(folder), self.exchange.state_dict())
 
         await asyncio.to_thread(work)
 
@@ -166,7 +193,7 @@ class Server(_Member):
                 if self.exchange.pulls_parameters:
                     raise FileNotFoundError(f"{path}: the checkpoint holds no state of server {self.shard}")
                 return
-            self.exchange.load_state_dict(torch.load(path, weights_only=True))
+            self.exchange.load_state_dict(_read_state(path))
 
         await asyncio.to_thread(work)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig
-from ..data import Dataset, load_dataset
+from ..data import Dataset, absolute_paths, load_dataset
 from ..engine import Stop, epoch_eval, new_totals, server_count, stop_signal, write_epoch
 from ..failures import LostRank, RunFailure
 from ..metrics import EvalRecord, MemorySink, Sink, atomic_write_text
@@ -96,7 +96,8 @@ class _Run:
                             f"Dask workers; the cluster has {len(addresses)}")  # fmt: skip
         self.addresses = addresses[:world]
         client.subscribe_topic(topic_for(self.run_id), self.store.handle)
-        config = self.config.to_dict()
+        # relative paths in --data would be read from each worker's own working directory
+        config = self.config.replace(data=absolute_paths(self.config.data.data)).to_dict()
         for rank, address in enumerate(self.addresses):
             kind = Replica if rank < self.replicas_n else Server
             future = client.submit(kind, config, rank, world, self.replicas_n, self.run_id,
@@ -174,6 +175,8 @@ def train_distributed(
     if config.cluster.workers < 1:
         raise SpecError("--workers: a distributed run needs 1 or more workers")
     checkpoint = None
+    if checkpoint_dir is not None:  # the workers write their files there, from their own working directory
+        checkpoint_dir = Path(checkpoint_dir).expanduser().absolute()
     if resume and checkpoint_dir is not None:
         checkpoint = check_resume(config, checkpoint_dir)  # before any cluster starts
     sink = sink if sink is not None else MemorySink()

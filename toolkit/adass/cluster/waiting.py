@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..data import DataError
 from ..failures import LostRank, RunFailure, one_line
 from ..registry import SpecError
 from .bootstrap import GroupConnectError
@@ -64,6 +65,11 @@ def wait_all(
                 GroupConnectError,
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
+            except DataError as err:  # nor can it give a worker the files it lacks
+                raise DataError(
+                    f"rank {rank} on worker {addresses[rank]}: {err} (each worker reads --data itself: its "
+                    f"files must be at that path on every worker's machine)"
+                ) from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 _raise_failed(addresses, alive, what, rank, err)
         if alive is not None and now - last_check >= _MEMBERS_EVERY_S:

@@ -7,7 +7,7 @@
 
 from . import cifar, idx, mnist5k, svmlight, synthetic  # noqa: F401  (each registers its loader)
 from .base import DataError, Dataset
-from .catalog import DATASETS, load_dataset
+from .catalog import DATASETS, absolute_paths, load_dataset
 from .mnist5k import data_dir
 from .sharding import SHARDINGS, shard_indices
 from .standardization import Standardization, shift_warning, standardization_record, standardize
@@ -19,6 +19,7 @@ __all__ = [
     "Dataset",
     "SHARDINGS",
     "Standardization",
+    "absolute_paths",
     "data_dir",
     "load_dataset",
     "make_mixture",

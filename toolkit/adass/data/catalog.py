@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 
-from ..registry import Param, Registry, parse_spec
+from ..registry import Param, Registry, Spec, parse_spec
 from .base import Dataset
 from .standardization import STANDARDIZE
 from .standardization import standardize as standardize_dataset  # the loaders' keyword is `standardize`
 from .validation import check_dataset
 
-__all__ = ["DATASETS", "DatasetRegistry", "load_dataset"]
+__all__ = ["DATASETS", "DatasetRegistry", "absolute_paths", "load_dataset"]
 
 
 class DatasetRegistry(Registry):
@@ -21,14 +22,21 @@ class DatasetRegistry(Registry):
     afterwards, so no loader handles the key itself.
     """
 
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.paths: dict[str, tuple[str, ...]] = {}
+
     def register(
-        self, name: str, doc: str = "", *, built_standardized: bool = False, **params: Param
-    ) -> Callable:
+        self, name: str, doc: str = "", *, built_standardized: bool = False, paths: tuple[str, ...] = (),
+        **params: Param,
+    ) -> Callable:  # fmt: skip
         """Decorator: register ``loader(**params, seed=..., name=...) -> Dataset`` under ``name``.
 
         ``built_standardized`` marks a loader whose data is centred and unit-scaled by
         construction: ``standardize=auto`` then keeps it as built (``on`` still standardizes).
+        ``paths`` names the parameters that are files or folders (see :func:`absolute_paths`).
         """
+        self.paths[name] = paths
 
         register_entry = super().register(name, doc, **params, standardize=STANDARDIZE)
 
@@ -47,6 +55,16 @@ class DatasetRegistry(Registry):
 
 #: Every loader registers itself here: ``loader(**params, seed=..., name=...) -> Dataset``.
 DATASETS = DatasetRegistry("data")
+
+
+def absolute_paths(spec: str) -> str:
+    """``spec`` with its files and folders made absolute from this process's working directory (``~``
+    expanded), so that a process started elsewhere, such as a Dask worker, reads the same files."""
+    parsed = parse_spec(spec, DATASETS.kind)
+    paths = DATASETS.paths.get(parsed.name, ())
+    args = {key: str(Path(value).expanduser().absolute()) if key in paths and value else value
+            for key, value in parsed.args.items()}  # fmt: skip
+    return str(Spec(parsed.name, args))
 
 
 def load_dataset(spec: str, seed: int = 0) -> Dataset:

@@ -101,6 +101,7 @@ def _batch_folder(path: str) -> Path:
 
 @DATASETS.register(
     "cifar10",
+    paths=("path",),
     path=Param("", f"folder with data_batch_1..5 and test_batch (or one holding {SUBFOLDER}/)"),
 )
 def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:

@@ -80,6 +80,7 @@ def _read_split(folder: Path, split: str, classes: int) -> tuple[np.ndarray, np.
 
 @DATASETS.register(
     "idx",
+    paths=("path",),
     path=Param("", "folder with the four IDX files (train-/t10k-images/labels, .gz optional)"),
     classes=Param(10, "number of classes; labels must lie in 0..classes-1", low=2, high=1000),
 )

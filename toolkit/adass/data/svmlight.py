@@ -79,6 +79,7 @@ def _pad(x: np.ndarray, d: int) -> np.ndarray:
 
 @DATASETS.register(
     "svmlight",
+    paths=("path", "test"),
     path=Param("", "training file in LIBSVM / svmlight format"),
     test=Param("", "test file; without it a seeded holdout of the training file is used"),
     holdout=Param(0.2, "share held out for test when no test file is given", low=0.01, high=0.9),
