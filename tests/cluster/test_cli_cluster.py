@@ -73,6 +73,22 @@ def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsy
         assert f"{here / 'mine.svm'} not found" in message and "every worker's machine" in message
 
 
+def test_workers_without_the_package_end_the_run_in_one_line_at_once(tmp_path, capsys, monkeypatch):
+    shadow = tmp_path / "shadow" / "adass"  # an adass that cannot be imported, first on the workers' path
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError('No module named adass', name='adass')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    with dask_processes(tmp_path / "lab", workers=2) as lab:
+        monkeypatch.delenv("PYTHONPATH")
+        started = time.monotonic()
+        code = main(["train", *TINY, "--workers", "2", "--epochs", "1", "--scheduler", lab.address,
+                     "--out", str(tmp_path / "run")])  # fmt: skip
+        took = time.monotonic() - started
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and "cannot load the run's code (ModuleNotFoundError: No module named adass)" in err
+    assert "restarts" not in err and took < 60  # three attempts and their waits took longer
+
+
 def _children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
 

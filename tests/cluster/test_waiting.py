@@ -107,3 +107,21 @@ def test_a_worker_that_cannot_read_the_data_ends_the_wait_naming_it_and_why():
         wait_all(futures, ADDRESSES, 600, "joining the process group")
     assert str(caught.value) == (f"rank 1 on worker {ADDRESSES[1]}: svmlight: file /d/x.svm not found (each worker "
                                  "reads --data itself: its files must be at that path on every worker's machine)")  # fmt: skip
+
+
+def test_a_worker_without_the_runs_code_ends_the_run_without_a_restart():
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'adass'", name="adass")
+        except ModuleNotFoundError as missing:
+            raise RuntimeError(
+                "Error during deserialization of the task graph. This frequently\noccurs if"
+            ) from missing
+    except RuntimeError as err:
+        failed = err
+    with pytest.raises(RunFailure) as caught:
+        wait_all(_futures(None, failed, None), ADDRESSES, 600, "starting the actors")
+    assert not isinstance(caught.value, LostRank)
+    assert str(caught.value) == (f"starting the actors: rank 1 on worker {ADDRESSES[1]} cannot load the run's code "
+                                 "(ModuleNotFoundError: No module named 'adass'); every worker needs the same adass, "
+                                 "torch and dask as this process")  # fmt: skip

@@ -71,6 +71,12 @@ def wait_all(
                     f"files must be at that path on every worker's machine)"
                 ) from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
+                missing = _missing_code(err)
+                if missing is not None:  # the worker's environment: every restart would fail alike
+                    raise RunFailure(
+                        f"{what}: rank {rank} on worker {addresses[rank]} cannot load the run's code ({missing});"
+                        f" every worker needs the same adass, torch and dask as this process"
+                    ) from None
                 _raise_failed(addresses, alive, what, rank, err)
         if alive is not None and now - last_check >= _MEMBERS_EVERY_S:
             last_check = now
@@ -103,6 +109,20 @@ def call_all(
         except Exception as err:  # noqa: BLE001 - distributed raises RuntimeError, CancelledError, OSError
             _raise_failed(addresses, alive, what, rank, err)
     return wait_all(futures, addresses, timeout_s, what, alive=alive)
+
+
+def _missing_code(err: BaseException) -> str | None:
+    """What a worker lacked if ``err`` says it could not import or unpickle the run's code, else None."""
+    seen: BaseException | None = err
+    for _ in range(8):  # the chain of causes, not far
+        if seen is None:
+            break
+        if isinstance(seen, ImportError):
+            return one_line(seen)
+        seen = seen.__cause__ or seen.__context__
+    if "deserialization of the task graph" in str(err):
+        return one_line(err)
+    return None
 
 
 def _raise_failed(
