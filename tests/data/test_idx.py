@@ -106,7 +106,11 @@ def test_label_count_must_match_image_count(tmp_path, arrays):
 def test_labels_out_of_range(tmp_path, arrays):
     arrays["y_test"][1] = 10
     paths = write_idx(tmp_path, arrays, gz=True)
-    expect_error(f"idx:{tmp_path}", paths["y_test"], "out of range")
+    expect_error(
+        f"idx:{tmp_path}",
+        paths["y_test"],
+        f"out of range 0..9; for more classes write idx:{tmp_path},classes=11",
+    )
     # a wider class count accepts them
     assert load_dataset(f"idx:{tmp_path},classes=11").classes == 11
 

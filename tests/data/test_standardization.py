@@ -51,6 +51,16 @@ def write_cifar(folder: Path) -> Path:
     return folder
 
 
+def write_cifar100(folder: Path) -> Path:
+    rng = np.random.default_rng(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "test"):
+        batch = {b"data": rng.integers(0, 256, (3, 3072), dtype=np.uint8), b"fine_labels": [0, 1, 99],
+                 b"coarse_labels": [0, 1, 19]}  # fmt: skip
+        (folder / name).write_bytes(pickle.dumps(batch))
+    return folder
+
+
 def vectors(n: int, d: int, seed: int, shift: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Features with a different mean and scale per column; labels 0/1."""
     gen = torch.Generator().manual_seed(seed)
@@ -136,6 +146,7 @@ def loader_specs(tmp_path: Path) -> dict[str, str]:
     svm.write_text("".join(f"{i % 2} 1:{rng.normal() + 4:.3f} 2:{rng.normal():.3f}\n" for i in range(20)))
     return {
         "cifar10": f"cifar10:{write_cifar(tmp_path / 'cifar')}",
+        "cifar100": f"cifar100:{write_cifar100(tmp_path / 'cifar100')}",
         "idx": f"idx:{idx}",
         "mnist5k": "mnist5k",
         "svmlight": f"svmlight:{svm}",

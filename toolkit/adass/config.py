@@ -48,7 +48,8 @@ __all__ = [
 
 class DataSection(param.Parameterized):
     data = param.String(
-        "mnist5k", doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, svmlight:PATH)"
+        "mnist5k",
+        doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, cifar100:DIR, svmlight:PATH)",
     )
     shard = param.String("iid", doc="how the training set is split across workers (iid, dirichlet:alpha=..)")
 

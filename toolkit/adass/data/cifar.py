@@ -1,4 +1,5 @@
-"""``cifar10:DIR``: the CIFAR-10 "python version" batches (``data_batch_1..5``, ``test_batch``)."""
+"""``cifar10:DIR`` and ``cifar100:DIR``: the CIFAR "python version" batches (CIFAR-10's
+``data_batch_1..5`` and ``test_batch``; CIFAR-100's ``train`` and ``test``, with fine and coarse labels)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_BATCH = "test_batch"
 SUBFOLDER = "cifar-10-batches-py"
 CLASSES = 10
+SUBFOLDER_100 = "cifar-100-python"
+#: CIFAR-100's label sets: the field of each batch and its number of classes
+LABELS_100 = {"fine": ("fine_labels", 100), "coarse": ("coarse_labels", 20)}
 _PIXELS = 3 * 32 * 32
 
 # A pickle can run arbitrary code; the batches only need numpy's array reconstruction.
@@ -50,52 +54,56 @@ def _field(batch: dict, key: str) -> Any:
     return None
 
 
-def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def read_batch(
+    path: Path, labels_field: str = "labels", classes: int = CLASSES, kind: str = "cifar10"
+) -> tuple[np.ndarray, np.ndarray]:
     """Read one pickled batch.
 
     Parameters
     ----------
     path : Path
-        A batch file: a pickled dict with ``data`` ``(n, 3072)`` uint8 and ``labels`` (n ints).
+        A batch file: a pickled dict with ``data`` ``(n, 3072)`` uint8 and ``labels_field`` (n ints).
+    labels_field, classes, kind : str, int, str
+        The labels' field, their number of classes and the dataset named in messages.
 
     Returns
     -------
     images : ndarray
         ``(n, 3, 32, 32)`` uint8.
     labels : ndarray
-        ``(n,)`` int64 in ``[0, 10)``.
+        ``(n,)`` int64 in ``[0, classes)``.
 
     Raises
     ------
     DataError
         Unreadable pickle, missing fields, wrong shapes or labels out of range.
     """
-    raw = read_bytes("cifar10", path)
+    raw = read_bytes(kind, path)
     try:
         batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except Exception as err:  # a damaged pickle can fail in many ways
-        raise DataError(f"cifar10: {path}: unreadable pickle ({type(err).__name__}: {err})") from None
+        raise DataError(f"{kind}: {path}: unreadable pickle ({type(err).__name__}: {err})") from None
     if not isinstance(batch, dict):
-        raise DataError(f"cifar10: {path}: expected a pickled dict, found {type(batch).__name__}")
-    data, labels = _field(batch, "data"), _field(batch, "labels")
+        raise DataError(f"{kind}: {path}: expected a pickled dict, found {type(batch).__name__}")
+    data, labels = _field(batch, "data"), _field(batch, labels_field)
     if data is None or labels is None:
-        raise DataError(f"cifar10: {path}: the batch needs 'data' and 'labels'")
+        raise DataError(f"{kind}: {path}: the batch needs 'data' and '{labels_field}'")
     data = np.asarray(data)
     labels = np.asarray(labels)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != _PIXELS:
-        raise DataError(f"cifar10: {path}: data is {data.dtype}{data.shape}, expected uint8(n, {_PIXELS})")
+        raise DataError(f"{kind}: {path}: data is {data.dtype}{data.shape}, expected uint8(n, {_PIXELS})")
     if labels.ndim != 1 or labels.shape[0] != data.shape[0]:
-        raise DataError(f"cifar10: {path}: {labels.size} labels for {data.shape[0]} images")
-    if labels.size and (labels.min() < 0 or labels.max() >= CLASSES):
-        bad = labels.max() if labels.max() >= CLASSES else labels.min()
-        raise DataError(f"cifar10: {path}: label {bad} is out of range 0..{CLASSES - 1}")
+        raise DataError(f"{kind}: {path}: {labels.size} labels for {data.shape[0]} images")
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        bad = labels.max() if labels.max() >= classes else labels.min()
+        raise DataError(f"{kind}: {path}: label {bad} is out of range 0..{classes - 1}")
     # rows hold the red plane, then green, then blue, each 32x32 row-major
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
-def _batch_folder(path: str) -> Path:
-    folder = require_dir("cifar10", path)
-    nested = folder / SUBFOLDER
+def _batch_folder(kind: str, path: str, subfolder: str) -> Path:
+    folder = require_dir(kind, path)
+    nested = folder / subfolder
     return nested if nested.is_dir() else folder
 
 
@@ -107,7 +115,12 @@ def _batch_folder(path: str) -> Path:
 def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
     """CIFAR-10 from the pickled python batches in a local folder."""
     del seed  # the files fix the split
-    folder = _batch_folder(path)
+    folder = _batch_folder("cifar10", path, SUBFOLDER)
+    cifar100 = (folder / "train").is_file() or (folder / SUBFOLDER_100).is_dir()
+    if cifar100 and not (folder / TRAIN_BATCHES[0]).exists():
+        raise DataError(
+            f"cifar10: {folder} holds CIFAR-100 files (train, test); load them with cifar100:{path}"
+        )
     train = [read_batch(find_file("cifar10", folder, b, gz=False)) for b in TRAIN_BATCHES]
     x_test, y_test = read_batch(find_file("cifar10", folder, TEST_BATCH, gz=False))
     return Dataset(
@@ -118,4 +131,34 @@ def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
         y_test=labels_to_tensor(y_test),
         shape=(3, 32, 32),
         classes=CLASSES,
+    )
+
+
+@DATASETS.register(
+    "cifar100",
+    paths=("path",),
+    path=Param("", f"folder with train and test (or one holding {SUBFOLDER_100}/)"),
+    labels=Param("fine", "which labels to learn: fine (100 classes) or coarse (20 superclasses)",
+                 choices=tuple(LABELS_100)),
+)  # fmt: skip
+def load_cifar100(path: str, labels: str, *, seed: int = 0, name: str = "cifar100") -> Dataset:
+    """CIFAR-100 from the pickled python files ``train`` and ``test`` in a local folder."""
+    del seed  # the files fix the split
+    folder = _batch_folder("cifar100", path, SUBFOLDER_100)
+    cifar10 = (folder / TRAIN_BATCHES[0]).is_file() or (folder / SUBFOLDER).is_dir()
+    if cifar10 and not (folder / "train").exists():
+        raise DataError(f"cifar100: {folder} holds CIFAR-10 batches; load them with cifar10:{path}")
+    field, classes = LABELS_100[labels]
+    x_train, y_train = read_batch(
+        find_file("cifar100", folder, "train", gz=False), field, classes, "cifar100"
+    )
+    x_test, y_test = read_batch(find_file("cifar100", folder, "test", gz=False), field, classes, "cifar100")
+    return Dataset(
+        name=name,
+        x_train=images_to_tensor(x_train),
+        y_train=labels_to_tensor(y_train),
+        x_test=images_to_tensor(x_test),
+        y_test=labels_to_tensor(y_test),
+        shape=(3, 32, 32),
+        classes=classes,
     )

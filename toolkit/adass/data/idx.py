@@ -74,7 +74,8 @@ def _read_split(folder: Path, split: str, classes: int) -> tuple[np.ndarray, np.
             f"idx: {labels_path}: {labels.shape[0]} labels for {images.shape[0]} images in {images_path.name}"
         )
     if labels.size and labels.max() >= classes:
-        raise DataError(f"idx: {labels_path}: label {labels.max()} is out of range 0..{classes - 1}")
+        raise DataError(f"idx: {labels_path}: label {labels.max()} is out of range 0..{classes - 1}; for "
+                        f"more classes write idx:{folder},classes={int(labels.max()) + 1} (or more)")  # fmt: skip
     return images, labels
 
 
