@@ -142,11 +142,14 @@ def loader_specs(tmp_path: Path) -> dict[str, str]:
     rng = np.random.default_rng(0)
     idx = write_idx(tmp_path / "idx", rng.integers(0, 256, (8, 3, 2)), np.arange(8) % 10,
                     rng.integers(0, 256, (4, 3, 2)), np.arange(4))  # fmt: skip
+    csv_file = tmp_path / "a.csv"
+    csv_file.write_text("".join(f"{rng.normal() + 4:.3f},{rng.normal():.3f},{i % 2}\n" for i in range(20)))
     svm = tmp_path / "a.svm"
     svm.write_text("".join(f"{i % 2} 1:{rng.normal() + 4:.3f} 2:{rng.normal():.3f}\n" for i in range(20)))
     return {
         "cifar10": f"cifar10:{write_cifar(tmp_path / 'cifar')}",
         "cifar100": f"cifar100:{write_cifar100(tmp_path / 'cifar100')}",
+        "csv": f"csv:{csv_file}",
         "idx": f"idx:{idx}",
         "mnist5k": "mnist5k",
         "svmlight": f"svmlight:{svm}",

@@ -49,7 +49,7 @@ __all__ = [
 class DataSection(param.Parameterized):
     data = param.String(
         "mnist5k",
-        doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, cifar100:DIR, svmlight:PATH)",
+        doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, cifar100:DIR, svmlight:PATH, csv:PATH)",
     )
     shard = param.String("iid", doc="how the training set is split across workers (iid, dirichlet:alpha=..)")
 

@@ -73,7 +73,7 @@ def load_dataset(spec: str, seed: int = 0) -> Dataset:
     Parameters
     ----------
     spec : str
-        ``mnist5k``, ``synthetic:n=4000,d=20,...``, ``idx:DIR``, ``cifar10:DIR``, ``cifar100:DIR``,
+        ``mnist5k``, ``synthetic:n=4000,d=20,...``, ``idx:DIR``, ``cifar10:DIR``, ``cifar100:DIR``, ``csv:PATH``,
         ``svmlight:PATH`` or ``svmlight:PATH,test=PATH``; any of them may add
         ``standardize=auto|on|off``. See ``DATASETS.help()``.
     seed : int
