@@ -125,3 +125,15 @@ def test_a_worker_without_the_runs_code_ends_the_run_without_a_restart():
     assert str(caught.value) == (f"starting the actors: rank 1 on worker {ADDRESSES[1]} cannot load the run's code "
                                  "(ModuleNotFoundError: No module named 'adass'); every worker needs the same adass, "
                                  "torch and dask as this process")  # fmt: skip
+
+
+def test_a_worker_short_of_memory_for_the_data_is_not_told_about_paths():
+    futures = _futures(
+        DataError("svmlight: /d/x.svm would need 9.0 GiB; 4.0 GiB of memory is available"), None
+    )
+    with pytest.raises(DataError) as caught:
+        wait_all(futures, ADDRESSES[:2], 600, "joining the process group")
+    assert (
+        str(caught.value)
+        == f"rank 0 on worker {ADDRESSES[0]}: svmlight: /d/x.svm would need 9.0 GiB; 4.0 GiB of memory is available"
+    )

@@ -66,10 +66,10 @@ def wait_all(
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except DataError as err:  # nor can it give a worker the files it lacks
-                raise DataError(
-                    f"rank {rank} on worker {addresses[rank]}: {err} (each worker reads --data itself: its "
-                    f"files must be at that path on every worker's machine)"
-                ) from None
+                missing = "not found" in str(err) or "does not exist" in str(err)
+                where = (" (each worker reads --data itself: its files must be at that path on every worker's"
+                         " machine)") if missing else ""  # fmt: skip
+                raise DataError(f"rank {rank} on worker {addresses[rank]}: {err}{where}") from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 missing = _missing_code(err)
                 if missing is not None:  # the worker's environment: every restart would fail alike
