@@ -11,7 +11,7 @@ import torch
 if TYPE_CHECKING:
     from .standardization import Standardization
 
-__all__ = ["Dataset", "DataError", "images_to_tensor", "labels_to_tensor"]
+__all__ = ["Dataset", "DataError", "image_dataset", "images_to_tensor", "labels_to_tensor"]
 
 
 class DataError(ValueError):
@@ -81,3 +81,18 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
 def labels_to_tensor(labels: np.ndarray) -> torch.Tensor:
     """``(n,)`` integer labels -> int64 tensor."""
     return torch.from_numpy(np.asarray(labels, dtype=np.int64).copy())
+
+
+def image_dataset(
+    name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, classes: int
+) -> Dataset:
+    """A Dataset from uint8 arrays ``(n, ...)`` (pixels or byte features, scaled to [0, 1]) and integer labels."""
+    return Dataset(
+        name=name,
+        x_train=images_to_tensor(x_train),
+        y_train=labels_to_tensor(y_train),
+        x_test=images_to_tensor(x_test),
+        y_test=labels_to_tensor(y_test),
+        shape=tuple(x_train.shape[1:]),
+        classes=classes,
+    )

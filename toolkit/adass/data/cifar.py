@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import Param
-from .base import DataError, Dataset, images_to_tensor, labels_to_tensor
+from .base import DataError, Dataset, image_dataset
 from .catalog import DATASETS
 from .files import find_file, read_bytes, require_dir
 
@@ -123,15 +123,8 @@ def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
         )
     train = [read_batch(find_file("cifar10", folder, b, gz=False)) for b in TRAIN_BATCHES]
     x_test, y_test = read_batch(find_file("cifar10", folder, TEST_BATCH, gz=False))
-    return Dataset(
-        name=name,
-        x_train=images_to_tensor(np.concatenate([x for x, _ in train])),
-        y_train=labels_to_tensor(np.concatenate([y for _, y in train])),
-        x_test=images_to_tensor(x_test),
-        y_test=labels_to_tensor(y_test),
-        shape=(3, 32, 32),
-        classes=CLASSES,
-    )
+    x_train, y_train = np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train])
+    return image_dataset(name, x_train, y_train, x_test, y_test, CLASSES)
 
 
 @DATASETS.register(
@@ -153,12 +146,4 @@ def load_cifar100(path: str, labels: str, *, seed: int = 0, name: str = "cifar10
         find_file("cifar100", folder, "train", gz=False), field, classes, "cifar100"
     )
     x_test, y_test = read_batch(find_file("cifar100", folder, "test", gz=False), field, classes, "cifar100")
-    return Dataset(
-        name=name,
-        x_train=images_to_tensor(x_train),
-        y_train=labels_to_tensor(y_train),
-        x_test=images_to_tensor(x_test),
-        y_test=labels_to_tensor(y_test),
-        shape=(3, 32, 32),
-        classes=classes,
-    )
+    return image_dataset(name, x_train, y_train, x_test, y_test, classes)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..registry import Param
-from .base import DataError, Dataset, images_to_tensor, labels_to_tensor
+from .base import DataError, Dataset, image_dataset
 from .catalog import DATASETS
 from .files import find_file, read_bytes, require_dir
 
@@ -97,12 +97,4 @@ def load_idx(path: str, classes: int, *, seed: int = 0, name: str = "idx") -> Da
         )
     if x_train.ndim == 3:  # images get their one channel: (n, 1, H, W)
         x_train, x_test = x_train[:, None], x_test[:, None]
-    return Dataset(
-        name=name,
-        x_train=images_to_tensor(x_train),
-        y_train=labels_to_tensor(y_train),
-        x_test=images_to_tensor(x_test),
-        y_test=labels_to_tensor(y_test),
-        shape=tuple(x_train.shape[1:]),
-        classes=classes,
-    )
+    return image_dataset(name, x_train, y_train, x_test, y_test, classes)
