@@ -58,9 +58,12 @@ def test_a_test_file_with_the_same_columns(tmp_path):
     [
         (
             "a,b,y\n1,2,0\n3,secret,1\n4,,0\n",
-            "2 cells are empty or not numbers; the first: line 3, column 1 'b' is not a number",
+            "2 cells are empty or not numbers; the first: line 3, column 1 (from 0) is not a number",
         ),
-        ("1,2,0\n3,,1\n4,5,0\n", "1 cells are empty or not numbers; the first: line 2, column 1 is empty"),
+        (
+            "1,2,0\n3,,1\n4,5,0\n",
+            "1 cells are empty or not numbers; the first: line 2, column 1 (from 0) is empty",
+        ),
         ("1,2,0\n3,4,1\n5,6,7,0\n", "Expected 3 fields in line 3, saw 4"),
         ("1,2,0.5\n3,4,1\n", "1 labels are not whole numbers"),
         ("y\n1\n0\n", "one column"),
@@ -75,6 +78,7 @@ def test_bad_tables_are_refused_in_one_line_quoting_nothing(tmp_path, text, said
         load_dataset(f"csv:{_write(tmp_path, 'bad.csv', text)}")
     message = str(caught.value)
     assert said in message and len(message.splitlines()) == 1 and "secret" not in message
+    assert "'b'" not in message  # header names are the file's content too
 
 
 def test_a_label_column_that_is_not_there(tmp_path):

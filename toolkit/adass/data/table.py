@@ -102,10 +102,9 @@ def read_table(path: Path, label: str) -> tuple[np.ndarray, np.ndarray, list[str
         row = int(np.flatnonzero(bad.any(axis=1))[0])
         col = int(np.flatnonzero(bad[row])[0])
         column = col + (col >= target)  # the column's number in the file
-        name = f"{header[column]!r} " if header is not None else ""
         what = "is empty" if pd.isna(features.iloc[row, col]) else "is not a number"
         raise DataError(f"csv: {path}: {int(bad.sum())} cells are empty or not numbers; the first: line "
-                        f"{_line(row, has_header)}, column {column} {name}{what}")  # fmt: skip
+                        f"{_line(row, has_header)}, column {column} (from 0) {what}")  # fmt: skip
     values = numeric.to_numpy(dtype=np.float32)
     if not np.isfinite(values).all():
         raise DataError(f"csv: {path}: {int((~np.isfinite(values)).sum())} infinite feature values")
