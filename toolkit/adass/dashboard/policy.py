@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RunConfig
+from ..data import DATASETS
 from ..registry import SpecError, parse_spec
 
 __all__ = ["RunPolicy"]
-
-_FILE_FREE = ("mnist5k", "synthetic")  # datasets that read no user-named file
-_FILE_ARGS = ("path", "test")  # spec arguments that name files or folders
 
 
 @dataclass(frozen=True)
@@ -61,9 +59,7 @@ class RunPolicy:
             if 4.0 * (n + test) * d > self.max_data_bytes:
                 raise SpecError(f"--data: {n + test:.0f} x {d:.0f} features is over this dashboard's limit of "
                                 f"{self.max_data_bytes / 2**30:.1f} GiB")  # fmt: skip
-        if spec.name in _FILE_FREE:
-            return
-        for key in _FILE_ARGS:
+        for key in DATASETS.paths.get(spec.name, ()):  # the loader's file and folder parameters
             if key in spec.args and not self._inside(spec.args[key]):
                 where = ", ".join(str(d) for d in self.data_dirs) or "none (start it with --data-dir DIR)"
                 raise SpecError(f"--data: this dashboard reads files only inside its data folders: {where}")
