@@ -70,7 +70,8 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
 
 @pytest.mark.netlab
 def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys):
-    """``--netlab``: every arm on a lab, kernel bytes per step counted, the lab gone afterwards."""
+    """``--netlab``: every arm on a lab of ``--lab-workers`` replicas, kernel bytes per step counted, the
+    lab gone afterwards."""
     try:
         require_tools()
     except LabError as err:
@@ -78,11 +79,14 @@ def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys):
             pytest.fail(f"the network lab is needed under CI=true: {err}")
         pytest.skip(f"no network lab here: {err}")
     before = _namespaces()
-    assert main(["bench", "dml", "--quick", "--netlab", "1gbit", "--out", str(tmp_path)]) == 0
+    argv = ["bench", "dml", "--quick", "--netlab", "1gbit", "--lab-workers", "3", "--out", str(tmp_path)]
+    assert main(argv) == 0
     assert _namespaces() == before  # the suite's lab is torn down
     printed = capsys.readouterr().out
     assert "ring qsgd:bits=8 >= 2.5x faster than DDP fp32" in printed
-    assert (tmp_path / "dml.md").read_text().startswith("# adass bench dml --netlab")
+    report = (tmp_path / "dml.md").read_text()
+    assert report.startswith("# adass bench dml --netlab")
+    assert "Network lab: 4 hosts" in report and "P = 3;" in report  # the quick plan's P = 2 replaced
 
     table = pd.read_csv(tmp_path / "dml.csv", keep_default_na=False, na_values=[""])
     assert list(table.columns) == netlab_dml.LAB_COLUMNS
@@ -117,6 +121,28 @@ def test_lab_rates_and_ddp_hooks_are_checked_in_one_line():
 def test_netlab_is_refused_by_other_suites(tmp_path, capsys):
     assert main(["bench", "samplers", "--netlab", "1gbit", "--out", str(tmp_path)]) == 2
     assert "--netlab: only the dml suite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lab-workers", "3"], "--lab-workers: 3 is not allowed without --netlab"),
+        (
+            ["--netlab", "1gbit", "--lab-workers", "1"],
+            "--lab-workers: 1 is not allowed; expected an integer in [2, 16]",
+        ),
+        (
+            ["--netlab", "1gbit", "--lab-workers", "four"],
+            "--lab-workers: 'four' is not allowed; expected an integer",
+        ),
+    ],
+)
+def test_lab_workers_are_checked_in_one_line(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    assert main(["bench", "dml", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()  # refused before anything is written
 
 
 def _lab_table(rs_ms: tuple[float, ...], rs_acc: tuple[float, ...]) -> pd.DataFrame:

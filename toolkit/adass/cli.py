@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
-                                  straggler_only=opts.straggler_only)  # fmt: skip
+                                  straggler_only=opts.straggler_only, lab_workers=opts.lab_workers)  # fmt: skip
     except (SpecError, GroupConnectError, RunFailure) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -77,6 +77,13 @@ class BenchOptions(OutputOptions):
     straggler_only = param.Boolean(
         False, doc="dml only: run just the straggler case (ring vs sync, SSP and async parameter servers)"
     )
+    lab_workers = param.Integer(
+        None,
+        allow_None=True,
+        bounds=(2, 16),
+        doc="dml --netlab only: replicas P on the lab, one host each plus one for the PS server "
+        "(default 4; P at or under the CPU count gives every replica a core of its own)",
+    )
 
 
 class ReproduceOptions(OutputOptions):

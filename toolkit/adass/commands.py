@@ -185,12 +185,17 @@ def run_compare(
 
 
 def run_bench(
-    suite: str, out: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False
+    suite: str,
+    out: Path,
+    quick: bool = False,
+    netlab: str = "",
+    straggler_only: bool = False,
+    lab_workers: int | None = None,
 ) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
-    ``netlab`` (link rates) runs the ``dml`` suite on a network lab, ``straggler_only`` its straggler
-    case alone; other suites refuse both.
+    ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas
+    (None: the suite's own), ``straggler_only`` its straggler case alone; other suites refuse them.
     """
     from .bench import load_suite
 
@@ -200,8 +205,13 @@ def run_bench(
         raise SpecError(f"--straggler-only: only the dml suite has a straggler case, not {suite!r}")
     if straggler_only and netlab:
         raise SpecError("--straggler-only: runs on this machine's cluster; leave out --netlab")
+    if lab_workers is not None and not netlab:
+        raise SpecError(
+            f"--lab-workers: {lab_workers} is not allowed without --netlab (it sizes the network lab)"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    extra = {k: v for k, v in {"netlab": netlab, "straggler_only": straggler_only}.items() if v}
+    given = {"netlab": netlab, "straggler_only": straggler_only, "lab_workers": lab_workers}
+    extra = {k: v for k, v in given.items() if v}
     load_suite(suite).run(out, quick=quick, **extra)
     return 0
 

@@ -337,7 +337,13 @@ def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> l
     ]  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bool = False) -> pd.DataFrame:
+def run(
+    out_dir: Path,
+    quick: bool = False,
+    netlab: str = "",
+    straggler_only: bool = False,
+    lab_workers: int | None = None,
+) -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
     averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed), with part (c),
     colocated PS shards, in ``dml.md``; then part (d), the straggler case (:mod:`adass.bench.dml_straggler`, ``dml_straggler.md`` and ``.csv``).
@@ -352,6 +358,8 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bo
         Link rates (``1gbit,100mbit``): run the network-lab suite instead
         (:mod:`adass.bench.netlab_dml`: DDP and its compression hooks against the project's
         exchanges across lab hosts; ``dml.md`` and ``dml.csv`` only).
+    lab_workers : int, optional
+        Replicas P on the lab (None: the lab suite's own).
     straggler_only : bool
         Run part (d), the straggler case, alone and return its table.
 
@@ -363,7 +371,7 @@ def run(out_dir: Path, quick: bool = False, netlab: str = "", straggler_only: bo
     if netlab:
         from .netlab_dml import run as run_lab
 
-        return run_lab(out_dir, netlab, quick=quick)
+        return run_lab(out_dir, netlab, quick=quick, workers=lab_workers)
     if straggler_only:
         return dml_straggler.run(out_dir, quick=quick)
     plan = QUICK if quick else FULL

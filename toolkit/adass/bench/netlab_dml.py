@@ -1,5 +1,6 @@
 """``adass bench dml --netlab RATES``: DDP and its compression hooks against the project's exchanges,
-P = 4, across the hosts of a network lab whose links the kernel shapes to each rate in turn.
+P = 4 (``--lab-workers``), across the hosts of a network lab whose links the kernel shapes to each
+rate in turn.
 
 The suite builds a lab of P + 1 hosts (the PS server takes the last), starts a Dask scheduler on
 host 0 and one worker per host, and for each rate reshapes every link and runs the arms of ``ARMS``
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -336,10 +337,13 @@ def lab_targets(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{"goal": g, "met": "yes" if ok else "no", "measured": m} for g, ok, m in checks])
 
 
-def _measure_in_lab(state: LabState, scheduler: str, rate: str, quick: bool, out: Path) -> pd.DataFrame:
+def _measure_in_lab(
+    state: LabState, scheduler: str, rate: str, plan: LabPlan, quick: bool, out: Path
+) -> pd.DataFrame:
     """Run ``measure`` in a client process inside host 0 (``python -m adass.bench.netlab_dml``)."""
     argv = ["ip", "netns", "exec", state.hosts[0].netns, sys.executable, "-m", "adass.bench.netlab_dml",
-            "--scheduler", scheduler, "--state", state.path, "--rate", rate, "--out", str(out)]  # fmt: skip
+            "--scheduler", scheduler, "--state", state.path, "--rate", rate, "--out", str(out),
+            "--workers", str(plan.workers)]  # fmt: skip
     done = subprocess.run([*argv, "--quick"] if quick else argv)
     if done.returncode != 0:
         raise LabError(f"the lab client at {rate} failed with exit status {done.returncode}")
@@ -376,13 +380,19 @@ def _lab_frames(plan: LabPlan, rates: list[str], quick: bool) -> list[pd.DataFra
             scheduler = start_cluster(state, plan.workers + 1, timeout_s=180)
             for rate in rates:
                 reshape(state, parse_rate(rate))
-                frames.append(_measure_in_lab(state, scheduler, rate, quick, Path(tmp) / f"{rate}.csv"))
+                frames.append(_measure_in_lab(state, scheduler, rate, plan, quick, Path(tmp) / f"{rate}.csv"))
         finally:
             lab_down(state)
     return frames
 
 
-def run(out_dir: Path, rates: str, quick: bool = False) -> pd.DataFrame:
+def _plan(quick: bool, workers: int | None) -> LabPlan:
+    """The full or quick plan, with ``workers`` replicas where given."""
+    plan = LAB_QUICK if quick else LAB_FULL
+    return plan if workers is None else replace(plan, workers=workers)
+
+
+def run(out_dir: Path, rates: str, quick: bool = False, workers: int | None = None) -> pd.DataFrame:
     """Build a lab, run every arm at every rate, take the lab down; print and write the tables.
 
     Parameters
@@ -393,6 +403,8 @@ def run(out_dir: Path, rates: str, quick: bool = False) -> pd.DataFrame:
         Comma-separated link rates, e.g. ``1gbit,100mbit``.
     quick : bool
         A smoke run: tiny synthetic data, one small model, P = 2.
+    workers : int, optional
+        Replicas P (None: 4, or 2 with ``quick``); the lab has P + 1 hosts.
 
     Returns
     -------
@@ -405,7 +417,7 @@ def run(out_dir: Path, rates: str, quick: bool = False) -> pd.DataFrame:
         A bad rate, or the lab cannot be built (not root, no iproute2), in one line.
     """
     names = parse_rates(rates)
-    plan = LAB_QUICK if quick else LAB_FULL
+    plan = _plan(quick, workers)
     start, load = time.perf_counter(), os.getloadavg()
     try:
         require_tools()
@@ -429,10 +441,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", required=True)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workers", type=int)
     args = parser.parse_args(argv)
-    table = measure(
-        args.scheduler, LabState.load(args.state), args.rate, LAB_QUICK if args.quick else LAB_FULL
-    )
+    table = measure(args.scheduler, LabState.load(args.state), args.rate, _plan(args.quick, args.workers))
     table.to_csv(args.out, index=False)
     return 0
 
