@@ -213,3 +213,35 @@ def segmented_ring_over_gloo(rank: int, world: int, n: int, segment_bytes: list[
         received = [r for r in exchange.traffic() if r.dst == rank]
         out[size] = {"result": result, "pieces": len(received)}
     return out
+
+
+class _Recording(GlooTransport):
+    """A gloo endpoint that notes the order in which it posts its sends and receives."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.posted: list[str] = []
+
+    def _post_recv(self, tensor: torch.Tensor, src: int, tag: int):
+        self.posted.append("recv")
+        return super()._post_recv(tensor, src, tag)
+
+    def _post_send(self, tensor: torch.Tensor, dst: int, tag: int):
+        self.posted.append("send")
+        return super()._post_send(tensor, dst, tag)
+
+
+def ring_pair_over_gloo(rank: int, world: int, n: int, codecs: list[str], segment_bytes: int) -> dict:
+    """In a spawned process (P = 2): one weighted ring step per codec with the transport told its
+    peer is on this machine, then on another host; per (codec, between hosts) the result and
+    whether the first thing posted was a send or a receive."""
+    out = {}
+    x = grads(world, n, seed=7)[rank]
+    for i, codec in enumerate(codecs):
+        for j, between in enumerate((False, True)):
+            transport = _Recording(
+                segment_bytes=segment_bytes, tag_base=10 * (2 * i + j), between_hosts=between
+            )
+            result = make_exchange("ring", transport, codec, seed=1).reduce(x, count=float(rank + 1)).clone()
+            out[(codec, between)] = {"result": result, "first": transport.posted[0]}
+    return out

@@ -7,7 +7,7 @@ import multiprocessing
 
 import numpy as np
 import pytest
-from exchange_cases import segmented_ring_over_gloo
+from exchange_cases import ring_pair_over_gloo, segmented_ring_over_gloo
 
 from adass.exchange.transport import LOOPBACK_SEGMENT_BYTES, NETWORK_SEGMENT_BYTES, segment_bytes_for
 from adass.exchange.transport.segments import is_loopback
@@ -40,4 +40,19 @@ def test_a_segmented_gloo_ring_gives_the_whole_chunk_ring_s_bits():
         assert np.array_equal(
             other[NETWORK_SEGMENT_BYTES]["result"], results[0][NETWORK_SEGMENT_BYTES]["result"]
         )
+    assert multiprocessing.active_children() == []
+
+
+def test_a_pair_of_ranks_between_hosts_posts_receives_first_for_the_same_sums():
+    """At P = 2 one peer is both neighbours: on loopback its sends go out first, between hosts its
+    receives are posted first (so both directions of the link carry data at once); the sums agree."""
+    codecs = ["fp32", "qsgd:bits=8", "randk:ratio=0.3+fp16"]
+    results = run_processes(ring_pair_over_gloo, 2, (50_003, codecs, 64 << 10), timeout_s=120)
+    for result in results:
+        for codec in codecs:
+            local, remote = result[(codec, False)], result[(codec, True)]
+            assert (local["first"], remote["first"]) == ("send", "recv"), codec
+            assert np.array_equal(local["result"], remote["result"]), codec
+    for codec in codecs:  # every rank ends with the same result
+        assert np.array_equal(results[0][(codec, True)]["result"], results[1][(codec, True)]["result"])
     assert multiprocessing.active_children() == []

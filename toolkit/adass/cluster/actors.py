@@ -20,7 +20,7 @@ from ..config import RunConfig
 from ..data import load_dataset
 from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard
 from ..exchange import GlooTransport, make_exchange
-from ..exchange.transport import segment_bytes_for
+from ..exchange.transport import is_loopback, segment_bytes_for
 from ..metrics import atomic_write_bytes
 from ..registry import SpecError
 from .bootstrap import destroy_group, free_port, init_group
@@ -92,9 +92,9 @@ class _Member:
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
         link = self.config.exchange.link or None
         # pipeline pieces between hosts, whole chunks when every peer is on this machine
-        transport = GlooTransport(
-            link=link, throttle=link is not None, segment_bytes=segment_bytes_for(self.host())
-        )
+        host = self.host()
+        transport = GlooTransport(link=link, throttle=link is not None, segment_bytes=segment_bytes_for(host),
+                                  between_hosts=not is_loopback(host))  # fmt: skip
         self.exchange = make_exchange(
             self.config.exchange.exchange, transport, self.config.codec.codec,
             seed=self.config.optim.seed, run=self.run_id,

@@ -210,10 +210,12 @@ class RingExchange(Exchange):
                     reducer.place(p, final, out)
             return
         # Receives are posted early, so data lands in place as it comes. Where the left and right
-        # neighbours are one rank (P = 2), though, both directions share one link (on gloo one
-        # pair: one socket, one lock), and a receive posted first makes the send behind it wait
-        # while the peer's data is read: there each stage's sends go out before its receives.
-        sends_first = (r - 1) % world == (r + 1) % world
+        # neighbours are one rank (P = 2), both directions share one gloo pair (one socket). On
+        # loopback a receive posted first there makes the send behind it wait while the peer's
+        # data is read, so each stage's sends go out first. Between hosts it is the other way
+        # round: sends posted first go out one direction at a time, and 4 MB both ways at 1 Gbit
+        # took 69 ms against 41 ms with the receives first (35 ms one way).
+        sends_first = world == 2 and not self.transport.between_hosts
         pending = None if sends_first else self._post_reduce_scatter(layout, reducer, out)
         sends = []
         for p in layout.pieces[(r - 1) % world]:

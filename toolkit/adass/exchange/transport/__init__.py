@@ -7,7 +7,7 @@ keep from step to step, and the pipeline piece sizes of a gloo link (``segments`
 from .base import PHASES, RecvHandle, SendHandle, TrafficLog, Transfer, Transport
 from .gloo import GlooTransport
 from .inproc import MAX_WORLD, InProcHub, InProcTransport
-from .segments import LOOPBACK_SEGMENT_BYTES, NETWORK_SEGMENT_BYTES, segment_bytes_for
+from .segments import LOOPBACK_SEGMENT_BYTES, NETWORK_SEGMENT_BYTES, is_loopback, segment_bytes_for
 
 __all__ = [
     "LOOPBACK_SEGMENT_BYTES",
@@ -22,5 +22,6 @@ __all__ = [
     "TrafficLog",
     "Transfer",
     "Transport",
+    "is_loopback",
     "segment_bytes_for",
 ]

@@ -136,12 +136,17 @@ class Transport(ABC):
         Preferred size of pipeline sub-chunks; None where overlap gains nothing (in process).
     by_reference : bool
         Payloads reach the receiver as the same objects (in process), not as copies.
+    between_hosts : bool
+        Peers are reached over a network link, whose two directions carry data at once (rather than
+        through this machine's memory): where one peer is both neighbours of a ring (P = 2), it posts
+        its receives before its sends.
     log : TrafficLog
         Totals and records of this endpoint's deliveries.
     """
 
     segment_bytes: int | None = None
     by_reference: bool = False
+    between_hosts: bool = False
 
     def __init__(self, rank: int, world: int, link: Link | None = None, throttle: bool = False) -> None:
         if not 0 <= rank < world:

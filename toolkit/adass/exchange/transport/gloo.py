@@ -185,6 +185,9 @@ class GlooTransport(Transport):
         processes than cores every message costs the peer a wake-up, and few large pieces
         measured fastest. Between hosts, smaller pieces let encoding overlap the transfer:
         ``segments.segment_bytes_for(address)`` gives 256 KiB there.
+    between_hosts : bool
+        The peers are on other hosts (this rank's address is not loopback): see
+        :attr:`Transport.between_hosts`.
     tag_base : int
         First of the four tags used (head, overflow, body, stamp); separate transports on one
         group need separate tag ranges.
@@ -197,12 +200,13 @@ class GlooTransport(Transport):
         throttle: bool = False,
         segment_bytes: int = LOOPBACK_SEGMENT_BYTES,
         tag_base: int = 0,
+        between_hosts: bool = False,
     ) -> None:
         if not dist.is_initialized():
             raise RuntimeError("GlooTransport needs torch.distributed.init_process_group first")
         self.group = group
         super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle)
-        self.segment_bytes = segment_bytes
+        self.segment_bytes, self.between_hosts = segment_bytes, between_hosts
         self.tag_head, self.tag_overflow, self.tag_body = tag_base + 1, tag_base + 2, tag_base + 3
         self.tag_stamp = tag_base + 4
         # the process group itself: its send/recv take ranks within the group and skip the checks
