@@ -5,7 +5,7 @@ from concurrent.futures import Future
 import pytest
 
 from adass.cluster.waiting import call_all, wait_all
-from adass.data import DataError
+from adass.data import DataError, DataNotFound
 from adass.failures import Diverged, LostRank, RunFailure
 
 ADDRESSES = ["tls://127.0.0.1:1", "tls://127.0.0.1:2", "tls://127.0.0.1:3"]
@@ -102,7 +102,7 @@ def test_a_refused_call_with_every_worker_present_is_named_by_rank_and_error():
 
 
 def test_a_worker_that_cannot_read_the_data_ends_the_wait_naming_it_and_why():
-    futures = _futures(None, DataError("svmlight: file /d/x.svm not found"), None)
+    futures = _futures(None, DataNotFound("svmlight: file /d/x.svm not found"), None)
     with pytest.raises(DataError) as caught:
         wait_all(futures, ADDRESSES, 600, "joining the process group")
     assert str(caught.value) == (f"rank 1 on worker {ADDRESSES[1]}: svmlight: file /d/x.svm not found (each worker "

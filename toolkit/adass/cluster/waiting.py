@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..data import DataError
+from ..data import DataError, DataNotFound
 from ..failures import LostRank, RunFailure, one_line
 from ..registry import SpecError
 from .bootstrap import GroupConnectError
@@ -66,9 +66,8 @@ def wait_all(
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except DataError as err:  # nor can it give a worker the files it lacks
-                missing = "not found" in str(err) or "does not exist" in str(err)
                 where = (" (each worker reads --data itself: its files must be at that path on every worker's"
-                         " machine)") if missing else ""  # fmt: skip
+                         " machine)") if isinstance(err, DataNotFound) else ""  # fmt: skip
                 raise DataError(f"rank {rank} on worker {addresses[rank]}: {err}{where}") from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 missing = _missing_code(err)

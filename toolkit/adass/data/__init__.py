@@ -6,7 +6,7 @@
 """
 
 from . import cifar, idx, mnist5k, svmlight, synthetic, table  # noqa: F401  (each registers its loader)
-from .base import DataError, Dataset
+from .base import DataError, DataNotFound, Dataset
 from .catalog import DATASETS, absolute_paths, load_dataset
 from .mnist5k import data_dir
 from .sharding import SHARDINGS, shard_indices
@@ -16,6 +16,7 @@ from .synthetic import make_mixture
 __all__ = [
     "DATASETS",
     "DataError",
+    "DataNotFound",
     "Dataset",
     "SHARDINGS",
     "Standardization",

@@ -11,11 +11,15 @@ import torch
 if TYPE_CHECKING:
     from .standardization import Standardization
 
-__all__ = ["Dataset", "DataError", "image_dataset", "images_to_tensor", "labels_to_tensor"]
+__all__ = ["DataError", "DataNotFound", "Dataset", "image_dataset", "images_to_tensor", "labels_to_tensor"]
 
 
 class DataError(ValueError):
     """A dataset file that is missing, truncated or inconsistent; the message names the file."""
+
+
+class DataNotFound(DataError):
+    """A file or folder the data spec names is not there (on a cluster: not on that worker's machine)."""
 
 
 @dataclass

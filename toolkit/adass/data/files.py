@@ -6,7 +6,7 @@ import gzip
 import zlib
 from pathlib import Path
 
-from .base import DataError
+from .base import DataError, DataNotFound
 
 __all__ = ["find_file", "read_bytes", "require_dir"]
 
@@ -17,7 +17,7 @@ def require_dir(kind: str, path: str) -> Path:
         raise DataError(f"{kind}: no directory given; write {kind}:DIR")
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise DataError(f"{kind}: directory {folder} does not exist")
+        raise DataNotFound(f"{kind}: directory {folder} does not exist")
     return folder
 
 
@@ -30,7 +30,7 @@ def find_file(kind: str, folder: Path, name: str, gz: bool = True) -> Path:
     if gz and packed.is_file():
         return packed
     wanted = f"{plain} (or {packed.name})" if gz else str(plain)
-    raise DataError(f"{kind}: file {wanted} not found")
+    raise DataNotFound(f"{kind}: file {wanted} not found")
 
 
 def read_bytes(kind: str, path: Path) -> bytes:
@@ -41,7 +41,7 @@ def read_bytes(kind: str, path: Path) -> bytes:
                 return stream.read()
         return path.read_bytes()
     except FileNotFoundError:
-        raise DataError(f"{kind}: file {path} not found") from None
+        raise DataNotFound(f"{kind}: file {path} not found") from None
     except (OSError, EOFError, zlib.error) as err:
         # gzip.BadGzipFile is an OSError; a cut-off archive raises EOFError
         raise DataError(f"{kind}: {path}: cannot read ({type(err).__name__}: {err})") from None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import DataError, Dataset, images_to_tensor, labels_to_tensor
+from .base import DataError, DataNotFound, Dataset, images_to_tensor, labels_to_tensor
 from .catalog import DATASETS
 
 __all__ = ["FILE_NAME", "data_dir"]
@@ -34,7 +34,9 @@ def data_dir() -> Path:
 
 def _read(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
-        raise DataError(f"mnist5k: file {path} not found; run data/prepare_mnist5k.py or set ADASS_DATA_DIR")
+        raise DataNotFound(
+            f"mnist5k: file {path} not found; run data/prepare_mnist5k.py or set ADASS_DATA_DIR"
+        )
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in _ARRAYS if key in archive.files}

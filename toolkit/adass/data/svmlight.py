@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..registry import Param
-from .base import DataError, Dataset, labels_to_tensor
+from .base import DataError, DataNotFound, Dataset, labels_to_tensor
 from .catalog import DATASETS
 from .validation import check_fits
 
@@ -22,7 +22,7 @@ def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
     the caller decides whether indices were one-based, looking at all files together.
     """
     if not path.is_file():
-        raise DataError(f"svmlight: file {path} not found")
+        raise DataNotFound(f"svmlight: file {path} not found")
     try:  # scikit-learn is optional (the ``svmlight`` extra) and slow to import: only here
         from sklearn.datasets import load_svmlight_file
     except ImportError:

@@ -19,7 +19,7 @@ import torch
 
 from ..failures import one_line
 from ..registry import Param
-from .base import DataError, Dataset, labels_to_tensor
+from .base import DataError, DataNotFound, Dataset, labels_to_tensor
 from .catalog import DATASETS
 from .svmlight import holdout_split
 from .validation import check_fits
@@ -40,7 +40,7 @@ def _number(text: str) -> bool:
 def _layout(path: Path) -> tuple[str, bool]:
     """The delimiter of ``path`` and whether its first row is a header, from its first lines."""
     if not path.is_file():
-        raise DataError(f"csv: file {path} not found")
+        raise DataNotFound(f"csv: file {path} not found")
     try:
         with path.open(newline="", encoding="utf-8-sig") as stream:
             sample = stream.read(_SNIFF_BYTES)
