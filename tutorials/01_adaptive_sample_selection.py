@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -23,7 +23,7 @@
 # at which samples get dropped, watches selection over a training run, and compares ADASS with
 # full data, a random subset of the same cost, and InfoBatch.
 #
-# Everything here runs in this process (`adass.trainer.train`): selection is a per-worker policy,
+# Everything here runs in this process (`adass.runtime.train`): selection is a per-worker policy,
 # and the distributed version only changes who agrees on the budget (see the end).
 #
 # **Quick mode.** With `ADASS_TUTORIAL_QUICK=1` (set by the test suite) the runs are shorter and
@@ -47,8 +47,8 @@ from adass.compare import compare
 from adass.config import RunConfig
 from adass.data import load_dataset
 from adass.metrics import EvalRecord, SelectionRecord
+from adass.runtime import train
 from adass.sampling import build_sampler, drop_within_budget
-from adass.trainer import train
 
 hv.extension("bokeh")
 

@@ -2,10 +2,9 @@
 
 import torch
 
-from adass.cluster.checkpoints import Checkpoint, reshard_checkpoint
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.engine import ReplicaState
+from adass.engine import Checkpoint, ReplicaState, reshard_checkpoint
 
 
 def test_resharding_the_replicas_keeps_the_server_shards_files(tmp_path):

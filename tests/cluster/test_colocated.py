@@ -4,9 +4,9 @@ Dask worker besides the replicas; a served shard goes into its replica's checkpo
 import pytest
 import torch
 
-from adass.cluster import read_checkpoint, server_count, train_distributed
+from adass.cluster import read_checkpoint, train_distributed
 from adass.config import RunConfig
-from adass.engine import simulate_run
+from adass.runtime import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"
 
@@ -17,7 +17,7 @@ def test_colocated_servers_own_their_shards_and_resume_from_the_replicas_files(c
     config = RunConfig.from_flat(data=DATA, model="mlp:hidden=8", sampler="full", epochs=2, batch_size=16,
                                  lr=0.1, momentum=0.9, weight_decay=1e-3, schedule="constant", workers=3,
                                  exchange="ps:servers=2,update=server,colocated=true", codec="fp32", seed=4)  # fmt: skip
-    assert server_count(config) == 0 and len(cluster.workers()) == 3
+    assert config.servers == 0 and len(cluster.workers()) == 3
     train_distributed(config, handle=cluster, checkpoint_dir=tmp_path)
     folder = read_checkpoint(tmp_path).folder
     assert sorted(p.name for p in folder.glob("*.pt")) == ["rank0.pt", "rank1.pt", "rank2.pt"]
@@ -26,7 +26,9 @@ def test_colocated_servers_own_their_shards_and_resume_from_the_replicas_files(c
     resumed = train_distributed(
         config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
     )
-    straight = simulate_run(config.replace(epochs=3, exchange="ps:servers=2,update=server"))
+    straight = train(
+        config.replace(epochs=3, exchange="ps:servers=2,update=server"), replicas=config.cluster.workers
+    )
     for ours, theirs in zip(resumed.parameters, straight.extra["parameters"][0], strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
 

@@ -9,11 +9,11 @@ from torch.nn import functional as F
 from adass.cluster import RunStore, read_checkpoint, train_distributed
 from adass.config import RunConfig
 from adass.data import load_dataset, shard_indices
-from adass.engine import replica_seed, simulate_run
+from adass.engine import lr_at, replica_seed
 from adass.metrics import EvalRecord, SelectionRecord, StepRecord, TrafficRecord
 from adass.models import build_model
+from adass.runtime import train
 from adass.sampling import shuffled
-from adass.trainer import lr_at
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 
@@ -112,7 +112,7 @@ def test_dask_replicas_match_in_process_replicas_with_adass_refreshes(cluster):
                                  sampler="adass:eps=0.4,warmup=1,final=0,refresh=2", epochs=4, batch_size=32,
                                  lr=0.1, workers=3, exchange="ring", codec="fp32", seed=2)  # fmt: skip
     on_dask = train_distributed(config, handle=cluster)
-    in_process = simulate_run(config)
+    in_process = train(config, replicas=config.cluster.workers)
     for ours, theirs in zip(on_dask.parameters, in_process.extra["parameters"][0], strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
     assert on_dask.totals["forwards"] > on_dask.totals["backprops"]  # the refresh forwards
@@ -140,6 +140,6 @@ def test_ps_servers_owning_their_shard_resume_from_a_checkpoint(cluster, tmp_pat
     resumed = train_distributed(
         config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
     )
-    straight = simulate_run(config.replace(epochs=3)).extra["parameters"][0]
+    straight = train(config.replace(epochs=3), replicas=config.cluster.workers).extra["parameters"][0]
     for ours, theirs in zip(resumed.parameters, straight, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)

@@ -7,8 +7,8 @@ from ssp_clocks import ahead_at_each_push
 
 from adass.cluster import read_checkpoint, train_distributed
 from adass.config import RunConfig
-from adass.engine import simulate_run
 from adass.metrics import StepRecord, TrafficRecord
+from adass.runtime import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"
 
@@ -29,9 +29,9 @@ def test_an_async_server_resumes_from_its_checkpoint_on_dask(cluster, tmp_path):
     resumed = train_distributed(
         config.replace(epochs=3), handle=cluster, checkpoint_dir=tmp_path, resume=True
     )
-    straight = simulate_run(config_for("ps:servers=1,update=server", 1, schedule="constant", epochs=3)).extra[
-        "parameters"
-    ][0]
+    straight = train(
+        config_for("ps:servers=1,update=server", 1, schedule="constant", epochs=3), replicas=1
+    ).extra["parameters"][0]
     for ours, theirs in zip(resumed.parameters, straight, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
 

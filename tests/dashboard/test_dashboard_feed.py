@@ -39,8 +39,8 @@ def test_sink_forwards_records_and_keeps_them_only_in_the_inner_sink():
     sink.write(StepRecord("r", 0, 0, 0, 8, 1.0, 0.01))
     sink.write_frame(SelectionRecord, selection_frame(n=10, epochs=1))
     sink.write_frame(TrafficRecord, ring_traffic())
-    sink.write_frame(StepRecord, pd.DataFrame(step_rows()))  # distributed steps arrive live instead
-    assert [type(m) for m in feed.drain()] == [EvalDone, StepRows, SelectionFrame, EpochTraffic]
+    sink.write_frame(StepRecord, pd.DataFrame(step_rows()))  # steps arrive live, through the run's store
+    assert [type(m) for m in feed.drain()] == [EvalDone, SelectionFrame, EpochTraffic]
     assert not any(sink.frames.values()) and not any(sink.records.values())
     assert len(inner.frame(StepRecord)) == 1 + len(step_rows()) and len(inner.frame(SelectionRecord)) == 10
 
@@ -55,12 +55,11 @@ def test_rows_streamed_by_a_distributed_run_become_typed_messages():
     assert isinstance(traffic, TrafficRows) and len(traffic.rows) == len(ring_traffic())
 
 
-def test_stop_raises_at_the_next_record():
+def test_stop_is_seen_by_the_run_and_raises_at_the_next_epoch():
     feed = LiveFeed()
-    sink = LiveSink(feed)
-    sink.write(StepRecord("r", 0, 0, 0, 8, 1.0, 0.01))
+    feed.progress(eval_records(1)[0])
+    assert not feed.stopping
     feed.stop()
-    with pytest.raises(StopRun):
-        sink.write(StepRecord("r", 0, 1, 0, 8, 1.0, 0.01))
+    assert feed.stopping  # the run's stop signal: checked after every step of one model in this process
     with pytest.raises(StopRun):
         feed.progress(eval_records(1)[0])

@@ -17,7 +17,7 @@ from torch import nn
 
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.trainer import train
+from adass.runtime import train
 
 FEATURES, CLASSES, N_TRAIN, N_TEST, EPOCHS = 40, 10, 3000, 1000, 10
 IDX_NAMES = (

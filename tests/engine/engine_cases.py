@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from adass.engine import Agreement, TorchAgreement
-from adass.engine.virtual import on_threads  # noqa: F401  (the tests run ranks on threads as the engine does)
+from adass.runtime import on_threads  # noqa: F401  (the tests run ranks on threads as the engine does)
 
 
 def agreement_calls(agreement: Agreement) -> dict[str, Any]:

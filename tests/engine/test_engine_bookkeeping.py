@@ -8,11 +8,11 @@ import torch
 from engine_cases import on_threads
 
 from adass.config import RunConfig
-from adass.engine import AgreementBoard, Engine, ReplicaState, simulate_run
+from adass.engine import AgreementBoard, Engine, ReplicaState
 from adass.metrics import EvalRecord, TrafficRecord
 from adass.options import SpecError
+from adass.runtime import train
 from adass.sampling import global_dropper
-from adass.trainer import train
 
 DATA = "synthetic:n=400,d=8,classes=3,noise=0.0,hard=0.3,test=80"
 
@@ -106,7 +106,7 @@ def test_the_budget_agreement_is_recorded_as_agree_traffic():
     config = adass_config(
         "adass:eps=0.4,warmup=1,final=0", epochs=3, workers=2, exchange="ring", codec="fp32"
     )
-    result = simulate_run(config)
+    result = train(config, replicas=config.cluster.workers)
     traffic = result.sink.frame(TrafficRecord)
     agree = traffic[traffic["phase"] == "agree"]
     epoch1 = agree[(agree["epoch"] == 1) & (agree["src"] == 0)]
@@ -145,7 +145,7 @@ def test_the_exact_bound_of_a_linear_model_is_never_exceeded_by_a_returning_samp
 
 def test_per_step_agreements_of_two_pass_samplers_are_recorded_in_their_epoch():
     config = adass_config("selective_backprop", epochs=2, workers=2, exchange="ring", codec="fp32")
-    traffic = simulate_run(config).sink.frame(TrafficRecord)
+    traffic = train(config, replicas=config.cluster.workers).sink.frame(TrafficRecord)
     agree = traffic[(traffic["phase"] == "agree") & (traffic["src"] == 0)]
     steps = 13  # per epoch: 400 samples, global batch 32, an int64 sum each step
     plan = 8 + 4  # per epoch: the kept counts' gather (a size, then one float32)

@@ -6,9 +6,10 @@ import torch
 
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.engine import ReplicaState, simulate_run
+from adass.engine import ReplicaState
 from adass.engine.reshard import reshard_states
 from adass.metrics import StepRecord, TrafficRecord
+from adass.runtime import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 
@@ -18,7 +19,7 @@ def run(exchange: str, **options):
                 batch_size=16, lr=0.1, momentum=0.9, weight_decay=1e-3, schedule="cosine", workers=3,
                 codec="qsgd:bits=4", seed=4)  # fmt: skip
     flat.update(options)
-    return simulate_run(RunConfig.from_flat(exchange=exchange, **flat))
+    return train(RunConfig.from_flat(exchange=exchange, **flat), replicas=flat["workers"])
 
 
 @pytest.mark.parametrize("update", ["replica", "server"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from adass.config import RunConfig
-from adass.trainer import train
+from adass.runtime import train
 
 DATA = "synthetic:n=400,d=8,classes=3,noise=0.0,hard=0.3,test=200"
 

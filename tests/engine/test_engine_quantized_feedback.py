@@ -9,7 +9,7 @@ import math
 import pytest
 
 from adass.config import RunConfig
-from adass.trainer import train
+from adass.runtime import train
 
 DATA = "synthetic:n=800,d=16,classes=4,noise=0.0,hard=0.3,test=300"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from adass.metrics import EvalRecord, MemorySink, SelectionRecord
-from adass.trainer import train
+from adass.runtime import train
 from adass.viz import selection_threshold
 
 

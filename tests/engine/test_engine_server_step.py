@@ -10,7 +10,7 @@ from engine_cases import on_threads
 from adass.config import RunConfig
 from adass.engine import ShardOptimizer
 from adass.exchange import InProcHub, make_exchange
-from adass.trainer import train
+from adass.runtime import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 EMPTY_STEPS = "synthetic:n=5,d=4,classes=2,test=10"  # 2 replicas, global batch 1: the first step is empty

@@ -19,7 +19,7 @@ from adass.engine import Engine, ReplicaState
 from adass.engine.reshard import reshard_states
 from adass.engine.shares import Throughput, handovers, proportional_counts, steps_for
 from adass.metrics import StepRecord
-from adass.trainer import train
+from adass.runtime import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 ASYNC = "ps:servers=1,update=server,mode=async"

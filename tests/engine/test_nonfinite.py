@@ -7,10 +7,9 @@ import torch
 
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.engine import simulate_run
 from adass.failures import Diverged
 from adass.metrics import EvalRecord, StepRecord
-from adass.trainer import train
+from adass.runtime import train
 
 BASE = dict(data="synthetic:n=256,d=6,classes=3,test=64", model="mlp:hidden=8", epochs=2, batch_size=32,
             lr=0.05, schedule="constant", seed=3)  # fmt: skip
@@ -43,7 +42,7 @@ def test_replicas_agree_to_skip_a_step_only_one_of_them_saw_non_finite():
     """One replica's NaN gradient must not reach the exchange: every replica skips that step, so all
     replicas keep equal, finite weights."""
     data = _poisoned([0])  # sample 0 lives on one replica's shard only
-    result = simulate_run(RunConfig.from_flat(**BASE, workers=2), dataset=data)
+    result = train(RunConfig.from_flat(**BASE), dataset=data, replicas=2)
     first, second = result.extra["parameters"]
     for a, b in zip(first, second, strict=True):
         assert torch.isfinite(a).all()

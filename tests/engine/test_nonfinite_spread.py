@@ -9,10 +9,10 @@ import torch
 from adass.codecs import make_codec
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.engine import simulate_run
 from adass.exchange import make_exchange
 from adass.exchange.transport import InProcHub
 from adass.metrics import StepRecord, TrafficRecord
+from adass.runtime import train
 
 BASE = dict(data="synthetic:n=256,d=6,classes=3,test=64", model="mlp:hidden=8", epochs=2, batch_size=32,
             lr=0.05, schedule="constant", seed=3, workers=2)  # fmt: skip
@@ -31,7 +31,9 @@ def _poisoned(samples: list[int]):
 )
 def test_a_nan_on_one_replica_is_caught_on_every_replica(exchange, codec, spreads):
     config = RunConfig.from_flat(**BASE, exchange=exchange, codec=codec)
-    result = simulate_run(config, dataset=_poisoned([0]))  # sample 0 lives on one replica's shard
+    result = train(
+        config, dataset=_poisoned([0]), replicas=config.cluster.workers
+    )  # sample 0 lives on one replica's shard
     first, second = result.extra["parameters"]
     for a, b in zip(first, second, strict=True):
         assert torch.isfinite(a).all()

@@ -6,8 +6,8 @@ from adass.config import RunConfig
 from adass.data import load_dataset
 from adass.engine import Engine, ReplicaState
 from adass.engine.agreement import AgreementBoard
-from adass.engine.virtual import on_threads
 from adass.exchange import InProcHub, make_exchange
+from adass.runtime import on_threads
 
 CONFIG = RunConfig.from_flat(data="synthetic:n=64,d=5,classes=3,test=16", model="mlp:hidden=8", batch_size=16,
                              workers=2, codec="ef(randk:ratio=0.1,scale=false)", seed=3)  # fmt: skip

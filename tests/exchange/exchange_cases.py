@@ -8,9 +8,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from adass.engine.virtual import on_threads
 from adass.exchange import GlooTransport, InProcHub, make_exchange
 from adass.exchange.transport import Transfer, Transport
+from adass.runtime import on_threads
 
 CODECS = [
     "fp32",

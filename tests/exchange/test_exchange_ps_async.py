@@ -14,13 +14,12 @@ from ssp_clocks import ahead_at_each_push
 from adass.codecs.base import Payload
 from adass.config import RunConfig
 from adass.engine import ShardOptimizer
-from adass.engine.virtual import on_threads
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.transport import Transfer
 from adass.launch import run_processes
 from adass.metrics import StepRecord, TrafficRecord
 from adass.registry import SpecError
-from adass.trainer import train
+from adass.runtime import on_threads, train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 

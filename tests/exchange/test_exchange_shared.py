@@ -9,10 +9,10 @@ import torch
 from exchange_cases import grads
 
 from adass.codecs import ChunkKey, make_codec
-from adass.engine.virtual import on_threads
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.chunking import ChunkLayout
 from adass.exchange.ring.plain import PlainRing
+from adass.runtime import on_threads
 
 
 def _build(spec: str, transport, codec: str):

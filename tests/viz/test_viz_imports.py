@@ -13,7 +13,7 @@ APP_MODULES = (
     "queue",
     "adass.dashboard",
     "adass.cluster",
-    "adass.trainer",
+    "adass.runtime",
     "adass.engine",
 )
 

@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compare":
             config = _config_from(args)
             opts = _checked(CompareOptions, args)
-            if (opts.exchanges or opts.codecs) and not config.cluster.workers:
-                raise SpecError("--exchanges/--codecs: need --workers 1 or more")
+            if (opts.exchanges or opts.codecs) and config.backend == "local":
+                raise SpecError("--exchanges/--codecs: need --workers or --replicas 1 or more")
             out = _check_out(opts.out, opts.overwrite, "compare.csv")
             return commands.run_compare(config, opts.samplers, opts.seeds, out, quiet=opts.quiet,
                                         exchanges=opts.exchanges, codecs=opts.codecs)  # fmt: skip
@@ -172,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = _checked(BenchOptions, args)
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
-                                  straggler_only=opts.straggler_only, lab_workers=opts.lab_workers)  # fmt: skip
+                                  straggler_only=opts.straggler_only, lab_workers=opts.lab_workers,
+                                  against=opts.against)  # fmt: skip
     except (SpecError, GroupConnectError, RunFailure) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -194,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 #: what a resume may change: how long it trains, and where and on how many workers it runs
-RESUME_CHANGES = ("epochs", "workers", "scheduler", "timeout_s", "detect_s", "restarts", "bind",
+RESUME_CHANGES = ("epochs", "workers", "replicas", "scheduler", "timeout_s", "detect_s", "restarts", "bind",
                   "tls_ca", "tls_cert", "tls_key")  # fmt: skip
 
 

@@ -84,6 +84,9 @@ class BenchOptions(OutputOptions):
         doc="dml --netlab only: replicas P on the lab, one host each plus one for the PS server "
         "(default 4; P at or under the CPU count gives every replica a core of its own)",
     )
+    against = param.String(
+        "", doc="equivalence only: the git revision whose results this tree must reproduce bit for bit"
+    )
 
 
 class ReproduceOptions(OutputOptions):

@@ -12,10 +12,11 @@ from tqdm import tqdm
 from .compare import compare
 from .config import RunConfig
 from .data import DataError, load_dataset, shift_warning, standardization_record
+from .engine import RunStore, check_resume
 from .metrics import EvalRecord, ParquetSink
 from .model_memory import check_model_fits
 from .registry import SpecError
-from .run import run
+from .runtime import run
 from .tables import markdown_table
 
 __all__ = ["run_bench", "run_compare", "run_dashboard", "run_reproduce", "run_train"]
@@ -55,11 +56,10 @@ def _load_data(config: RunConfig):
 
 
 def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = False) -> int:
-    """``adass train``: one run (in this process, or on Dask with ``--workers``), records under ``out``."""
+    """``adass train``: one run (in this process, on ``--replicas`` threads or ``--workers`` Dask
+    workers), records and checkpoints under ``out``."""
     done = 0
     if resume:  # checked whole before anything is written or started
-        from .cluster import check_resume
-
         done = check_resume(config, out).epoch + 1
     dataset = _load_data(config)
     _writable(out)
@@ -76,7 +76,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     c = result.counters
     summary = _summary(config, result.final, c.backprops, c.forwards, c.train_s, dataset.n_train)
     print(markdown_table(summary))
-    kinds = "eval, selection, steps" + (", traffic" if config.cluster.workers else "")
+    kinds = "eval, selection, steps" + (", traffic" if config.backend != "local" else "")
     print(f"records: {out}/ ({kinds} .parquet, config.json)")
     return 0
 
@@ -109,18 +109,15 @@ def _summary(
         "test_loss": final.test_loss, "backprop_frac": backprops / full_cost, "forward_frac": forwards / full_cost,
         "train_s": train_s,
     }  # fmt: skip
-    if config.cluster.workers:
-        row = {"workers": config.cluster.workers, "exchange": config.exchange.exchange, "codec": config.codec.codec,
+    if config.backend != "local":
+        count = "workers" if config.backend == "dask" else "replicas"
+        row = {count: config.world, "exchange": config.exchange.exchange, "codec": config.codec.codec,
                **row, "wire_MB": final.wire_bytes / 1e6, "epoch_s": train_s / config.optim.epochs}  # fmt: skip
     return pd.DataFrame([row])
 
 
 def _cluster_feedback(config: RunConfig, bar: tqdm) -> dict:
-    """For a distributed run: a live store that counts steps on the bar, and a note of the Dask dashboard."""
-    if not config.cluster.workers:
-        return {}
-    from .cluster import RunStore
-
+    """A live store that counts steps on the bar, and for a run on Dask a note of its dashboard."""
     store = RunStore()
     steps_seen = [0]
 
@@ -130,7 +127,9 @@ def _cluster_feedback(config: RunConfig, bar: tqdm) -> dict:
             bar.set_description(f"{config.sampler.sampler} (steps {steps_seen[0]})", refresh=False)
 
     store.listeners.append(live)
-    return {"store": store, "on_ready": _print_dashboard_link}
+    return (
+        {"store": store, "on_ready": _print_dashboard_link} if config.backend == "dask" else {"store": store}
+    )
 
 
 def run_resume(folder: Path, changes: dict[str, object] | None = None, quiet: bool = False) -> int:
@@ -150,11 +149,11 @@ def run_resume(folder: Path, changes: dict[str, object] | None = None, quiet: bo
     saved.pop("standardization", None)
     config = RunConfig.from_dict(saved)
     if changes:
-        config = config.replace(**changes)
-    if not config.cluster.workers:
-        raise SpecError(
-            f"--resume: {str(folder)!r} is a single-process run; only distributed runs keep checkpoints"
+        # a resume may move the replicas between Dask workers and threads of this process
+        moved = (
+            {"workers": 0} if changes.get("replicas") else {"replicas": 0} if changes.get("workers") else {}
         )
+        config = config.replace(**{**moved, **changes})
     return run_train(config, folder, quiet=quiet, resume=True)
 
 
@@ -191,6 +190,7 @@ def run_bench(
     netlab: str = "",
     straggler_only: bool = False,
     lab_workers: int | None = None,
+    against: str = "",
 ) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
@@ -209,8 +209,19 @@ def run_bench(
         raise SpecError(
             f"--lab-workers: {lab_workers} is not allowed without --netlab (it sizes the network lab)"
         )
+    if against and suite != "equivalence":
+        raise SpecError(f"--against: only the equivalence suite compares with a revision, not {suite!r}")
+    if suite == "equivalence" and not against:
+        raise SpecError(
+            "--against: the equivalence suite needs the git revision to compare with (e.g. HEAD~1)"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    given = {"netlab": netlab, "straggler_only": straggler_only, "lab_workers": lab_workers}
+    given = {
+        "netlab": netlab,
+        "straggler_only": straggler_only,
+        "lab_workers": lab_workers,
+        "against": against,
+    }
     extra = {k: v for k, v in given.items() if v}
     load_suite(suite).run(out, quick=quick, **extra)
     return 0

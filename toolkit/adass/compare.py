@@ -27,7 +27,7 @@ import pandas as pd
 from .config import RunConfig, SamplerSection, check_option, options
 from .data import Dataset, load_dataset, standardization_record
 from .metrics import EvalRecord, MemorySink, ParquetSink, atomic_write_text
-from .run import run
+from .runtime import run
 from .sampling.random_subset import schedule_text
 from .tables import markdown_table
 
@@ -130,7 +130,8 @@ def controls(
 
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
-    run(config.replace(epochs=1, sampler="full", workers=0, codec="fp32", link="", scheduler="", tls_ca="",
+    run(config.replace(epochs=1, sampler="full", workers=0, replicas=0, codec="fp32", link="", straggler="",
+                       scheduler="", tls_ca="",
                        tls_cert="", tls_key=""),
         dataset=dataset, selection_records=False)  # fmt: skip
 
@@ -159,9 +160,9 @@ def _cluster(base: RunConfig, arms: Sequence[Variant]) -> Iterator[object | None
     if not base.cluster.workers:
         yield None
         return
-    from .cluster import connect_for, server_count
+    from .cluster import connect_for
 
-    extra = max(server_count(arm.apply(base, 0)) for arm in arms)
+    extra = max(arm.apply(base, 0).servers for arm in arms)
     handle = connect_for(base, base.cluster.workers + extra)  # its scheduler, --detect-s and --tls-*
     try:
         yield handle

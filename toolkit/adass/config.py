@@ -103,6 +103,11 @@ class ClusterSection(param.Parameterized):
     workers = param.Integer(
         0, bounds=(0, 256), doc="Dask workers holding model replicas (0: train in this process)"
     )
+    replicas = param.Integer(
+        0,
+        bounds=(0, 256),
+        doc="virtual replicas on threads of this process, the same run as --workers without Dask (0: none)",
+    )
     scheduler = param.String(
         "", doc="Dask scheduler address (tcp://HOST:PORT); empty: an embedded LocalCluster"
     )
@@ -232,6 +237,10 @@ def options(section: type[param.Parameterized]) -> dict[str, param.Parameter]:
 RUN_OPTIONS: dict[str, param.Parameter] = {k: p for s in SECTIONS.values() for k, p in options(s).items()}
 
 
+#: options that only a run on Dask workers uses
+_DASK_ONLY = ("scheduler", "bind")
+
+
 @dataclass
 class RunConfig:
     """All sections of one run; ``RunConfig.from_flat(epochs=5, sampler="adass")`` validates each value."""
@@ -260,40 +269,63 @@ class RunConfig:
         config.check_pairs()
         return config
 
+    @property
+    def backend(self) -> str:
+        """Where the replicas live: ``"dask"`` (``--workers``), ``"threads"`` (``--replicas``) or
+        ``"local"`` (one model in this process)."""
+        if self.cluster.workers:
+            return "dask"
+        return "threads" if self.cluster.replicas else "local"
+
+    @property
+    def world(self) -> int:
+        """Model replicas of the run (1 for a run in this process)."""
+        return self.cluster.workers or self.cluster.replicas or 1
+
+    @property
+    def servers(self) -> int:
+        """Ranks the exchange needs besides the replicas (Parameter Server shards on their own ranks)."""
+        entry, values = EXCHANGES.resolve(self.exchange.exchange)
+        return int(entry.factory.extra_ranks(**values))
+
+    def colocated_shards(self) -> dict[int, int]:
+        """``{replica rank: shard}`` of the PS shards that replicas serve (``colocated=true``); else empty."""
+        entry, values = EXCHANGES.resolve(self.exchange.exchange)
+        return dict(entry.factory.colocated_shards(**values))
+
     def check_pairs(self) -> None:
-        """Checks across options: the exchange must be able to carry the codec."""
+        """Checks across options: the exchange must be able to carry the codec, and options that
+        need several replicas (or Dask) must have them."""
         try:
             _checked_pair(self.exchange.exchange, self.codec.codec)
         except SpecError as err:
             raise SpecError(f"--exchange/--codec: {err}") from None
-        if self.cluster.workers >= 1:  # what the exchange needs of the replica count (colocated PS shards)
+        c, flat = self.cluster, self.flat()
+        if c.workers and c.replicas:
+            raise SpecError(f"--replicas: {c.replicas} needs --workers 0 (replicas live on threads of this "
+                            f"process or on {c.workers} Dask workers, not both)")  # fmt: skip
+        count = "--workers" if c.workers else "--replicas"
+        if self.backend != "local":  # what the exchange needs of the replica count (colocated PS shards)
             entry, values = EXCHANGES.resolve(self.exchange.exchange)
             try:
-                entry.factory.check_workers(self.cluster.workers, **values)
+                entry.factory.check_workers(self.world, **values)
             except SpecError as err:
-                raise SpecError(f"--exchange/--workers: {err}") from None
-        if self.cluster.workers == 0:
-            flat = self.flat()
-            for option, default in {
-                "codec": "fp32",
-                "link": "",
-                "scheduler": "",
-                "bind": "",
-                "straggler": "",
-            }.items():
-                value = flat[option]
-                if value != default:
-                    raise SpecError(
-                        f"--{option}: {value!r} needs --workers 1 or more (a single process exchanges nothing)"
-                    )
-
-        rank = parse_straggler(self.cluster.straggler).rank
-        if rank is not None and self.cluster.workers and rank >= self.cluster.workers:
-            raise SpecError(f"--straggler: rank {rank} is not a replica of --workers {self.cluster.workers}; "
-                            f"expected 0..{self.cluster.workers - 1}")  # fmt: skip
-        if not self.cluster.scheduler:
+                raise SpecError(f"--exchange/{count}: {err}") from None
+        needs = {"codec": "fp32", "link": "", "straggler": ""} if self.backend == "local" else {}
+        if self.backend != "dask":
+            needs.update({option: "" for option in _DASK_ONLY})
+        for option, default in needs.items():
+            if flat[option] != default:
+                wanted, why = (("--workers 1 or more", "it places Dask workers") if option in _DASK_ONLY
+                               else ("--workers or --replicas", "a single process exchanges nothing"))  # fmt: skip
+                raise SpecError(f"--{option}: {flat[option]!r} needs {wanted} ({why})")
+        rank = parse_straggler(c.straggler).rank
+        if rank is not None and self.backend != "local" and rank >= self.world:
+            raise SpecError(f"--straggler: rank {rank} is not a replica of {count} {self.world}; "
+                            f"expected 0..{self.world - 1}")  # fmt: skip
+        if not c.scheduler:
             for option in ("tls_ca", "tls_cert", "tls_key"):
-                if getattr(self.cluster, option):
+                if getattr(c, option):
                     raise SpecError(
                         f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)"
                     )

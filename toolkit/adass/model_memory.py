@@ -30,16 +30,11 @@ def parameter_count(spec: str, shape: tuple[int, ...], classes: int) -> int:
 
 
 def _replicas_here(config: RunConfig) -> int:
-    """Models this host holds: one in-process, every rank of the embedded cluster, none for a
-    cluster elsewhere (its workers' hosts are not this one)."""
-    c = config.cluster
-    if not c.workers:
-        return 1
-    if c.scheduler:
+    """Models this host holds: every rank of a run in this process or on the embedded cluster, none
+    for a cluster elsewhere (its workers' hosts are not this one)."""
+    if config.backend == "dask" and config.cluster.scheduler:
         return 0
-    from .engine import server_count
-
-    return c.workers + server_count(config)
+    return config.world + config.servers
 
 
 def check_model_fits(config: RunConfig, dataset: Dataset, share: float = 0.8) -> None:

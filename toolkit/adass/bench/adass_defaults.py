@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Engine, ReplicaState
+from ..runtime import run as run_config
 from ..tables import markdown_table
 from . import write_report
 
@@ -49,12 +49,10 @@ QUICK = {
 
 def run_one(config: RunConfig, dataset) -> dict:
     """One whole run; its accuracy, backprops and how often the bounds held."""
-    engine = Engine(ReplicaState.whole(config, dataset))
-    for epoch in range(config.optim.epochs):
-        engine.run_epoch(engine.plan(epoch), selection_records=False)
-    sampler = engine.state.sampler
+    result = run_config(config, dataset=dataset, selection_records=False)
+    sampler = result.states[0].sampler
     returned, exceeded = getattr(sampler, "returned", 0), getattr(sampler, "exceeded", 0)
-    return {"seed": config.optim.seed, "test_acc": engine.evaluate()[1], "backprops": engine.state.counters.backprops,
+    return {"seed": config.optim.seed, "test_acc": result.final.test_acc, "backprops": result.counters.backprops,
             "returned": returned, "exceeded": exceeded}  # fmt: skip
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..cluster import ClusterHandle, connect, server_count, train_distributed
+from ..cluster import ClusterHandle, connect, train_distributed
 from ..config import RunConfig
 from ..data import load_dataset
 from ..metrics import MemorySink, StepRecord
+from ..runtime import train
 from ..tables import markdown_table
-from ..trainer import train
 from . import dml_straggler, write_report
 from .ddp import train_ddp
 
@@ -377,7 +377,7 @@ def run(
     plan = QUICK if quick else FULL
     start, load = time.perf_counter(), os.getloadavg()
     base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
-    servers = max(server_count(base.replace(workers=1, exchange=e)) for e in EXCHANGES)
+    servers = max(base.replace(exchange=e).servers for e in EXCHANGES)
     with connect(n_workers=max(plan.workers) + servers) as handle:
         if plan.warm_up:
             _warm_up(base, handle, max(plan.workers))

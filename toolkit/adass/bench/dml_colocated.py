@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cluster import ClusterHandle, connect, server_count, train_distributed
+from ..cluster import ClusterHandle, connect, train_distributed
 from ..config import RunConfig
 from ..metrics import MemorySink, StepRecord, TrafficRecord
 from ..tables import markdown_table
@@ -83,7 +83,7 @@ def grid(plan: ColocatedPlan) -> pd.DataFrame:
     base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
     dedicated = base.replace(workers=plan.workers, exchange=spec(plan.servers, "replica", "dedicated"))
     rows = []
-    with connect(n_workers=plan.workers + server_count(dedicated)) as handle:
+    with connect(n_workers=plan.workers + dedicated.servers) as handle:
         for update in ("replica", "server"):
             runs = {p: [] for p in PLACEMENTS}
             for _ in range(plan.rounds):

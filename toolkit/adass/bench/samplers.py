@@ -37,7 +37,7 @@ from ..compare import BUDGET_MATCHED, SCHEDULE_MATCHED, compare_runs, summarise
 from ..config import RunConfig
 from ..data import load_dataset
 from ..engine.step import lr_at
-from ..run import run as run_config
+from ..runtime import run as run_config
 from ..tables import markdown_table
 from . import write_report
 

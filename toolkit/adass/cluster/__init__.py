@@ -1,13 +1,14 @@
 """The Dask runtime: connect to a cluster, Replica and Server actors, process groups, live events."""
 
+from ..engine import RunStore, check_resume, read_checkpoint, read_checkpoint_state
 from .bootstrap import GroupConnectError
-from .checkpoints import check_resume, read_checkpoint
 from .connect import ClusterHandle, connect, connect_for
-from .events import EventRelay, RunStore, topic_for
-from .runner import DistributedResult, read_checkpoint_state, server_count, train_distributed
+from .events import EventRelay, topic_for
+from .runner import DaskBackend, DistributedResult, train_distributed
 
 __all__ = [
     "ClusterHandle",
+    "DaskBackend",
     "DistributedResult",
     "EventRelay",
     "GroupConnectError",
@@ -17,7 +18,6 @@ __all__ = [
     "connect_for",
     "read_checkpoint",
     "read_checkpoint_state",
-    "server_count",
     "topic_for",
     "train_distributed",
 ]

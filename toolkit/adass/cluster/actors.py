@@ -7,8 +7,6 @@ worker's event loop (heartbeats, events) never stalls. One actor lives on each D
 from __future__ import annotations
 
 import asyncio
-import io
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +16,9 @@ from distributed import get_worker
 
 from ..config import RunConfig
 from ..data import load_dataset
-from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard
+from ..engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard, read_state, write_state
 from ..exchange import GlooTransport, make_exchange
 from ..exchange.transport import is_loopback, segment_bytes_for
-from ..metrics import atomic_write_bytes
 from ..registry import SpecError
 from .bootstrap import destroy_group, free_port, init_group
 from .events import EventRelay, topic_for
@@ -43,10 +40,8 @@ def _here() -> str:
 def _write_state(path: Path, state: dict[str, Any]) -> None:
     """``state`` to ``path`` atomically; a folder this worker cannot write in is bad input, not a fault
     that a restart could mend."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
     try:
-        atomic_write_bytes(path, buffer.getvalue())
+        write_state(path, state)
     except OSError as err:
         raise SpecError(f"--out: {_here()} cannot write {path} "
                         f"({err.strerror or err}); {_SHARED}") from None  # fmt: skip
@@ -55,7 +50,7 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 def _read_state(path: Path) -> dict[str, Any]:
     """The state saved at ``path``; a file this worker cannot see is bad input (see ``_write_state``)."""
     try:
-        return torch.load(path, weights_only=True)
+        return read_state(path)
     except FileNotFoundError:
         raise SpecError(f"--out: {_here()} finds no {path}; {_SHARED}") from None
 
@@ -120,13 +115,15 @@ class Replica(_Member):
 
         return await asyncio.to_thread(work)
 
-    async def select(self, epoch: int) -> dict[str, int]:
-        """Choose the epoch's samples (one global ADASS budget); agree on the number of steps."""
+    async def select(self, epoch: int, selection: bool = True) -> dict[str, Any]:
+        """Choose the epoch's samples (one global ADASS budget); agree on the number of steps; with
+        ``selection``, every sample's bound and kept flag as the choice saw them."""
 
-        def work() -> dict[str, int]:
+        def work() -> dict[str, Any]:
             self.plan = self.engine.plan(epoch)
+            columns = self.engine.selection_columns(epoch) if selection else {}
             return {"kept": self.plan.kept[self.rank], "steps": self.plan.steps,
-                    "worker_steps": self.plan.worker_steps}  # fmt: skip
+                    "worker_steps": self.plan.worker_steps, "selection": columns}  # fmt: skip
 
         return await asyncio.to_thread(work)
 
@@ -136,8 +133,8 @@ class Replica(_Member):
         """Run the epoch planned by ``select`` (``steps`` of them, or this replica's own where
         ``worker_steps`` are given); live rows go out as Dask events."""
         live = LiveBatches(self.relay.send, self.plan.steps_of(self.rank))
-        report = await asyncio.to_thread(self.engine.run_epoch, self.plan, live)
-        return asdict(report)
+        report = await asyncio.to_thread(self.engine.run_epoch, self.plan, live, None, False)
+        return vars(report)
 
     async def evaluate(self) -> tuple[float, float]:
         return await asyncio.to_thread(self.engine.evaluate)
@@ -202,7 +199,7 @@ class Server(_Member):
     ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
-            traffic = [asdict(r) for r in self.exchange.serve_epoch(steps, worker_steps or ())]
+            traffic = [vars(r) for r in self.exchange.serve_epoch(steps, worker_steps or ())]
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)

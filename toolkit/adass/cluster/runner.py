@@ -1,13 +1,13 @@
-"""The client side of a distributed run: start actors, drive them one epoch at a time, collect records.
+"""The client side of a distributed run: the Dask backend of the one driver, and its restarts.
 
 The client coordinates per epoch, never per step: replicas select their samples (agreeing on one
 ADASS budget and the step count), run the epoch exchanging gradients peer to peer, and report
-back. Every epoch ends with a checkpoint (:mod:`adass.cluster.checkpoints`) so ``resume=True`` can
-continue a run. All ranks are waited on together (:func:`adass.cluster.waiting.wait_all`): the first
+back; :func:`adass.engine.drive` does the rest, as for every backend. Every epoch ends with a
+checkpoint (:mod:`adass.engine.checkpoints`) so ``resume=True`` can continue a run. All ranks are waited on together (:func:`adass.cluster.waiting.wait_all`): the first
 rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
 last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the cluster
 gives one in time (a nanny restarts a killed worker process), otherwise on the workers that remain,
-the checkpoint re-sharded to fewer replicas (:func:`adass.cluster.checkpoints.reshard_checkpoint`).
+the checkpoint re-sharded to fewer replicas (:func:`adass.engine.checkpoints.reshard_checkpoint`).
 """
 
 from __future__ import annotations
@@ -22,26 +22,25 @@ from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset, absolute_paths, load_dataset
-from ..engine import Stop, epoch_eval, new_totals, server_count, stop_signal, write_epoch
+from ..engine import (
+    Checkpoint,
+    EpochOutcome,
+    RunStore,
+    Stop,
+    check_resume,
+    drive,
+    read_checkpoint,
+    reshard_checkpoint,
+)
 from ..failures import LostRank, RunFailure
 from ..metrics import EvalRecord, MemorySink, Sink, atomic_write_text
 from ..registry import SpecError
 from .actors import Replica, Server
-from .checkpoints import (
-    Checkpoint,
-    check_resume,
-    epoch_folder,
-    fixed_options,
-    publish,
-    read_checkpoint,
-    read_checkpoint_state,
-    reshard_checkpoint,
-)
 from .connect import ClusterHandle, connect_for
-from .events import RunStore, topic_for
+from .events import topic_for
 from .waiting import call_all, wait_all
 
-__all__ = ["DistributedResult", "read_checkpoint_state", "server_count", "train_distributed"]
+__all__ = ["DaskBackend", "DistributedResult", "train_distributed"]
 
 FAULTS_FILE = "faults.json"
 
@@ -60,17 +59,19 @@ class DistributedResult:
     faults: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _Run:
-    """One attempt's actors and bookkeeping; ``close`` always tears everything down."""
+class DaskBackend:
+    """One attempt's actors on Dask workers (a backend of :func:`adass.engine.drive`); ``close``
+    always tears everything down."""
 
     def __init__(self, config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore) -> None:
         self.config, self.handle, self.run_id, self.store = config, handle, run_id, store
-        self.replicas_n, self.servers_n = config.cluster.workers, server_count(config)
+        self.replicas_n, self.servers_n = config.cluster.workers, config.servers
         self.timeout_s = config.cluster.timeout_s
         self.actors: list[Any] = []
         self.servers: list[Any] = []
         self.futures: list[Any] = []
         self.addresses: list[str] = []
+        self.chosen: list[dict[str, Any]] = []
 
     def alive(self) -> set[str]:
         return set(self.handle.workers())
@@ -110,13 +111,28 @@ class _Run:
         port = self.call(first, "free_port", what="finding the process group's master")[0]
         self.call(members, "setup", master, port, self.timeout_s, what="joining the process group")
 
-    def epoch(self, epoch: int) -> tuple[list[dict], list[dict], float]:
-        start = time.perf_counter()
-        chosen = self.call(self.actors, "select", epoch, what=f"epoch {epoch} (selection)")
-        steps, worker_steps = chosen[0]["steps"], chosen[0]["worker_steps"]
+    # -- the driver's backend ---------------------------------------------------------------
+    def plan(self, epoch: int, selection: bool) -> list[dict[str, list]]:
+        self.chosen = self.call(self.actors, "select", epoch, selection, what=f"epoch {epoch} (selection)")
+        return [c["selection"] for c in self.chosen] if selection else []
+
+    def train(self, epoch: int, stop: Callable[[], bool]) -> EpochOutcome:
+        steps, worker_steps = self.chosen[0]["steps"], self.chosen[0]["worker_steps"]
         reports = self.call(self.actors + self.servers, "run_epoch", epoch, steps, worker_steps,
                             what=f"epoch {epoch}")  # fmt: skip
-        return reports[: self.replicas_n], reports[self.replicas_n :], time.perf_counter() - start
+        return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
+
+    def evaluate(self) -> tuple[float, float]:
+        return self.call(self.actors[:1], "evaluate", what="evaluation")[0]
+
+    def save(self, folder: Path) -> None:
+        self.call(self.actors + self.servers, "save", str(folder), what=f"checkpoint {folder.name}")
+
+    def load(self, folder: Path) -> None:
+        self.call(self.actors + self.servers, "load", str(folder), what="loading the checkpoint")
+
+    def parameters(self) -> list:
+        return self.call(self.actors[:1], "parameters", what="reading the parameters")[0]
 
     def close(self) -> None:
         if self.actors or self.servers:
@@ -183,7 +199,7 @@ def train_distributed(
     store = store if store is not None else RunStore()
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
     own_handle = handle is None
-    world = config.cluster.workers + server_count(config)
+    world = config.cluster.workers + config.servers
     handle = handle or connect_for(config, world)
     faults: list[dict[str, Any]] = []
     try:
@@ -216,7 +232,7 @@ def train_distributed(
 def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
     """Wait for the run's workers again (a nanny restarts a killed one); when none comes back in
     time, go on with the replicas the remaining workers can hold (the servers keep theirs)."""
-    servers = server_count(config)
+    servers = config.servers
     world = config.cluster.workers + servers
     try:
         handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, 10.0) * 2)
@@ -250,51 +266,16 @@ def _attempt(
     if checkpoint is not None:
         # the same checkpoint for as many replicas as this attempt has
         checkpoint = reshard_checkpoint(checkpoint, config, dataset)
-    n_train = dataset.n_train
-    run = _Run(config, handle, run_id, store)
-    should_stop, stopped, record = stop_signal(stop), False, None
-    first_epoch = checkpoint.epoch + 1 if checkpoint is not None else 0
-    totals = dict(checkpoint.totals) if checkpoint is not None else new_totals()
-    totals.setdefault("skipped_steps", 0.0)
-    if hasattr(sink, "drop_after"):
-        sink.drop_after(first_epoch - 1)  # records of an epoch after the checkpoint are written again
+    backend = DaskBackend(config, handle, run_id, store)
     try:
-        run.start()
-        if checkpoint is not None:
-            members = run.actors + run.servers
-            run.call(members, "load", str(checkpoint.folder), what="loading the checkpoint")
-        for epoch in range(first_epoch, config.optim.epochs):
-            if should_stop():
-                stopped = True
-                break
-            reports, server_reports, epoch_s = run.epoch(epoch)
-            test = run.call(run.actors[:1], "evaluate", what=f"epoch {epoch} (evaluation)")[0]
-            traffic = [row for r in reports + server_reports for row in r["traffic"]]
-            write_epoch(sink, run_id, reports, traffic)
-            totals["skipped_steps"] += sum(r.get("skipped", 0) for r in reports[:1])  # alike on every replica
-            record = epoch_eval(run_id, epoch, reports, traffic, epoch_s, totals, test, n_train)
-            sink.write(record)
-            if checkpoint_dir is not None:
-                _checkpoint(run, checkpoint_dir, epoch, totals, sink, config)
-            if progress is not None:
-                progress(record)
-        parameters = run.call(run.actors[:1], "parameters", what="reading the parameters")[0]
+        backend.start()
+        driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
+                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+        parameters = backend.parameters()
     finally:
-        run.close()
-    sink.close()
-    return DistributedResult(sink=sink, store=store, final=record, dashboard_link=handle.dashboard_link,
-                             totals=totals, parameters=parameters, stopped=stopped, faults=faults)  # fmt: skip
-
-
-def _checkpoint(run: _Run, run_dir: str | Path, epoch: int, totals: dict[str, float], sink: Sink,
-                config: RunConfig) -> None:  # fmt: skip
-    """Rank files (replicas' ``rank<r>.pt``, servers' ``server<s>.pt``) into a fresh epoch folder,
-    records flushed, then the pointer moves (one rename)."""
-    folder = epoch_folder(run_dir, epoch)
-    run.call(run.actors + run.servers, "save", str(folder), what=f"epoch {epoch} (checkpoint)")
-    if hasattr(sink, "flush"):
-        sink.flush()
-    publish(run_dir, epoch, totals, fixed_options(config))
+        backend.close()
+    return DistributedResult(sink=sink, store=store, final=driven.final, dashboard_link=handle.dashboard_link,
+                             totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults)  # fmt: skip
 
 
 def _write_faults(run_dir: str | Path | None, faults: list[dict[str, Any]]) -> None:

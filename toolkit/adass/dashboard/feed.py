@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
-from ..metrics import EvalRecord, MemorySink, SelectionRecord, StepRecord, TrafficRecord
+from ..metrics import EvalRecord, MemorySink, SelectionRecord, TrafficRecord
 from .messages import EpochTraffic, EvalDone, Message, SelectionFrame, StepRows, TrafficRows
 
 __all__ = ["LiveFeed", "LiveSink", "StopRun"]
@@ -82,8 +81,9 @@ class LiveFeed:
 class LiveSink(MemorySink):
     """A sink that forwards records to a :class:`LiveFeed` and, optionally, to a sink that keeps them.
 
-    It keeps nothing itself, so a long run does not grow the page's memory. Per-step rows of a
-    distributed run arrive live through the RunStore, so the per-epoch step frame only goes to ``inner``.
+    It keeps nothing itself, so a long run does not grow the page's memory. Per-step rows arrive live
+    through the run's RunStore (:meth:`LiveFeed.listener`), so the per-epoch step frame only goes to
+    ``inner``.
 
     Parameters
     ----------
@@ -102,9 +102,6 @@ class LiveSink(MemorySink):
             self.inner.write(record)
         if isinstance(record, EvalRecord):
             self.feed.put(EvalDone(record))
-        elif isinstance(record, StepRecord):
-            self.feed.put(StepRows([asdict(record)]))
-            self.feed.check_stop()
 
     def write_frame(self, kind: type, frame: pd.DataFrame) -> None:
         if self.inner is not None:

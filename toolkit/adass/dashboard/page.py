@@ -136,7 +136,7 @@ class Dashboard:
             self._show_error(str(err))
             return
         self.alert.visible = False
-        servers = world - config.cluster.workers if world else 0  # the ranks that are not replicas
+        servers = config.servers if world else 0  # the ranks that are not replicas
         held = run_colocated(config)
         self.clear(world, servers, config.optim.epochs, held)
         self.feed = LiveFeed()

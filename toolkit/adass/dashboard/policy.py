@@ -40,9 +40,11 @@ class RunPolicy:
 
     def check(self, config: RunConfig) -> None:
         """Raise SpecError in one line if ``config`` asks for more than this policy allows."""
-        workers, scheduler = config.cluster.workers, config.cluster.scheduler
-        if workers > self.max_workers:
-            raise SpecError(f"--workers: {workers} is over this dashboard's limit of {self.max_workers}")
+        scheduler = config.cluster.scheduler
+        for option in ("workers", "replicas"):
+            count = getattr(config.cluster, option)
+            if count > self.max_workers:
+                raise SpecError(f"--{option}: {count} is over this dashboard's limit of {self.max_workers}")
         if scheduler and scheduler not in self.schedulers:
             allowed = ", ".join(self.schedulers) or "none (start the dashboard with --allow-scheduler ADDR)"
             raise SpecError(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..data import DataError, load_dataset, standardization_record
+from ..engine import RunStore
 from ..metrics import MemorySink, ParquetSink
 from ..model_memory import check_model_fits
 from ..registry import SpecError
@@ -35,22 +36,15 @@ def new_run_id(config: RunConfig) -> str:
 
 
 def run_world(config: RunConfig) -> int:
-    """Ranks a run of ``config`` has: replicas plus Parameter Server shards (0 when it trains in-process)."""
-    if not config.cluster.workers:
-        return 0
-    from ..cluster import server_count
-
-    return config.cluster.workers + server_count(config)
+    """Ranks a run of ``config`` has: replicas plus Parameter Server shards (0 for one model in this
+    process, which exchanges nothing)."""
+    return 0 if config.backend == "local" else config.world + config.servers
 
 
 def run_colocated(config: RunConfig) -> dict[int, int]:
     """``{replica rank: shard}`` of the PS shards a run's replicas serve (``colocated=true``), so the
     topology is a star before the first traffic arrives; empty for other runs."""
-    if not config.cluster.workers:
-        return {}
-    from ..engine import colocated_shards
-
-    return colocated_shards(config)
+    return {} if config.backend == "local" else config.colocated_shards()
 
 
 class BackgroundRun:
@@ -119,7 +113,7 @@ class BackgroundRun:
             self.feed.put(Done(self.outcome or f"ended ({self.run_id})"))
 
     def _train(self) -> str:
-        from ..run import run
+        from ..runtime import run
 
         config = self.config
         self.feed.put(Status(f"loading {config.data.data}"))
@@ -133,12 +127,10 @@ class BackgroundRun:
             self._inner = ParquetSink(self.save_dir, record)
         sink = LiveSink(self.feed, self._inner)
         self.feed.put(DatasetLoaded(dataset))
+        store = RunStore()  # live step rows, from every backend
+        store.listeners.append(self.feed.listener)
         cluster: dict = {}
-        if config.cluster.workers:
-            from ..cluster import RunStore
-
-            store = RunStore()
-            store.listeners.append(self.feed.listener)
+        if config.backend == "dask":
             where = config.cluster.scheduler or "a local Dask cluster"
             self.feed.put(Status(f"starting {config.cluster.workers} workers on {where}"))
 
@@ -147,11 +139,13 @@ class BackgroundRun:
                 self.feed.put(Status("training on Dask"))
                 self.feed.check_stop()
 
-            cluster = {"store": store, "on_ready": ready}
+            cluster = {"on_ready": ready}
+        elif config.backend == "threads":
+            self.feed.put(Status(f"training {config.world} virtual replicas in this process"))
         else:
             self.feed.put(Status("training in this process"))
         result = run(config, sink=sink, progress=self.feed.progress, stop=lambda: self.feed.stopping,
-                     run_id=self.run_id, dataset=dataset, **cluster)  # fmt: skip
+                     run_id=self.run_id, dataset=dataset, store=store, **cluster)  # fmt: skip
         return f"{'stopped' if result.stopped else 'finished'} ({self.run_id})"
 
 

@@ -1,15 +1,25 @@
 """One training engine for every run: the step kernel, agreements among replicas, the epoch loop,
-and in-process virtual replicas.
+and the one driver that runs a whole run's epochs over a backend (:mod:`adass.runtime` has them).
 
-A single-process run is an :class:`Engine` in a world of one (``adass.trainer.train``); a
-distributed run is P engines, one per Dask actor, agreeing through torch.distributed; a simulated
-run is P engines on threads of one process (:func:`simulate_run`).
+A single-process run is an :class:`Engine` in a world of one; a distributed run is P engines, one
+per Dask actor, agreeing through torch.distributed; virtual replicas are P engines on threads of
+one process. :func:`drive` plans, trains, records, evaluates and checkpoints every one of them.
 """
 
 from .agreement import Agreement, AgreementBoard, InProcAgreement, LocalAgreement, TorchAgreement
 from .batches import Split, in_order, spread_evenly
+from .checkpoints import (
+    Checkpoint,
+    check_resume,
+    read_checkpoint,
+    read_checkpoint_state,
+    read_state,
+    reshard_checkpoint,
+    write_state,
+)
+from .driver import Backend, Driven, EpochOutcome, drive
 from .epoch import EpochPlan, EpochReport
-from .live import LiveBatches
+from .live import LiveBatches, RunStore
 from .loop import Engine, StepHook
 from .records import epoch_eval, new_totals, write_epoch
 from .replica import ReplicaState, replica_seed
@@ -28,13 +38,16 @@ from .step import (
     set_lr,
     write_flat_params,
 )
-from .virtual import colocated_shards, server_count, simulate_run
 
 __all__ = [
     "Agreement",
     "AgreementBoard",
+    "Backend",
+    "Checkpoint",
     "Counters",
+    "Driven",
     "Engine",
+    "EpochOutcome",
     "EpochPlan",
     "EpochReport",
     "InProcAgreement",
@@ -42,13 +55,15 @@ __all__ = [
     "LocalAgreement",
     "ReplicaState",
     "RunResult",
+    "RunStore",
     "ShardOptimizer",
     "Split",
     "StepHook",
     "Stop",
     "TorchAgreement",
     "backprop_batch",
-    "colocated_shards",
+    "check_resume",
+    "drive",
     "epoch_eval",
     "evaluate",
     "flat_params",
@@ -59,13 +74,16 @@ __all__ = [
     "new_totals",
     "optimizer_step",
     "own_shard",
+    "read_checkpoint",
+    "read_checkpoint_state",
+    "read_state",
     "refresh_scores",
     "replica_seed",
-    "server_count",
+    "reshard_checkpoint",
     "set_lr",
-    "simulate_run",
     "spread_evenly",
     "stop_signal",
     "write_epoch",
     "write_flat_params",
+    "write_state",
 ]

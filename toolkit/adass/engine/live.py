@@ -1,16 +1,22 @@
-"""Live step records in batches: a step hook that hands rows on a few times per second.
+"""Live step records: a step hook that hands rows on in batches a few times per second, and the
+store that receives them while the run goes on (every backend's replicas feed one).
 
-Every batch a replica sends (a Dask event) wakes the scheduler and the client; a few per second keep
-the progress live without taking the cores the ring is waiting for.
+Every batch a Dask replica sends (an event) wakes the scheduler and the client; a few per second keep
+the progress live without taking the cores the ring is waiting for. The store is thread-safe: a
+progress bar or dashboard reads it while the run goes on.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LiveBatches"]
+import pandas as pd
+
+__all__ = ["LiveBatches", "RunStore"]
 
 
 class LiveBatches:
@@ -50,3 +56,34 @@ class LiveBatches:
             self.send("traffic", self.detail)
             self.pending, self.detail, self.sent_at = [], [], now
         self.seen += 1
+
+
+class RunStore:
+    """Rows of every kind received so far, in arrival order, plus arrival times."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[str, list[dict]] = defaultdict(list)
+        self.arrivals: list[tuple[float, str, int]] = []  # (arrival time, kind, rows)
+        self.listeners: list[Any] = []
+
+    def handle(self, event: tuple[float, dict]) -> None:
+        """The ``subscribe_topic`` handler: ``event`` is ``(timestamp, msg)``."""
+        _, msg = event
+        self.add(msg["kind"], msg["rows"])
+
+    def add(self, kind: str, rows: list[dict]) -> None:
+        with self._lock:
+            self._rows[kind].extend(rows)
+            self.arrivals.append((time.time(), kind, len(rows)))
+            listeners = list(self.listeners)
+        for listener in listeners:
+            listener(kind, rows)
+
+    def count(self, kind: str) -> int:
+        with self._lock:
+            return len(self._rows[kind])
+
+    def frame(self, kind: str) -> pd.DataFrame:
+        with self._lock:
+            return pd.DataFrame(list(self._rows[kind]))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..metrics import EvalRecord, SelectionRecord, Sink, StepRecord, TrafficRecord
+from ..metrics import EvalRecord, Sink, StepRecord, TrafficRecord
 
 __all__ = ["epoch_eval", "new_totals", "write_epoch"]
 
@@ -20,17 +20,14 @@ def new_totals() -> dict[str, float]:
 
 
 def write_epoch(
-    sink: Sink, run_id: str, reports: Sequence[Mapping[str, Any]], traffic: Sequence[Mapping[str, Any]]
+    sink: Sink, reports: Sequence[Mapping[str, Any]], traffic: Sequence[Mapping[str, Any]]
 ) -> None:
-    """Write the replicas' step rows, every transfer (``traffic``) and the selection columns."""
+    """Write the replicas' step rows and every transfer (``traffic``) of an epoch."""
     steps = pd.DataFrame([row for r in reports for row in r["steps"]])
     if len(steps):
         sink.write_frame(StepRecord, steps)
     if traffic:
         sink.write_frame(TrafficRecord, pd.DataFrame(list(traffic)))
-    for r in reports:
-        if r["selection"]:
-            sink.write_frame(SelectionRecord, pd.DataFrame({"run": run_id, **r["selection"]}))
 
 
 def epoch_eval(

@@ -51,6 +51,9 @@ class RunResult:
         for in-process replicas; rank 0's on Dask), ``totals``, ``store``, ``dashboard_link``.
     stopped : bool
         The run ended early because ``stop`` asked it to.
+    states : list of ReplicaState
+        Every replica's model, optimizer, shard and sampler, in rank order, for runs in this process
+        (empty where the replicas live on Dask workers).
     """
 
     model: nn.Module | None
@@ -61,3 +64,4 @@ class RunResult:
     final: EvalRecord | None = None
     extra: dict = field(default_factory=dict)
     stopped: bool = False
+    states: list = field(default_factory=list)

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 
 from ..bench.dml import measure_arm
-from ..cluster import connect, server_count
+from ..cluster import connect
 from ..compare import compare_runs, run_one
 from ..config import RunConfig
 from ..data import load_dataset
@@ -100,7 +100,7 @@ def processes(plan: Plan, runner: Runner) -> pd.DataFrame:
                                    exchange=DML_EXCHANGES[arm[1]], link=arm[3])
             for seed, arm in todo}  # fmt: skip
     progress = runner.progress("claim 1, processes", len(todo))
-    servers = max(server_count(base.replace(workers=1, exchange=e)) for e in DML_EXCHANGES.values())
+    servers = max(base.replace(exchange=e).servers for e in DML_EXCHANGES.values())
     handle = None
     rows = []
     try:
@@ -139,13 +139,13 @@ def simulated(plan: Plan, runner: Runner) -> pd.DataFrame:
     rows = []
     for p in plan.sim_workers:
         for label, exchange in DML_EXCHANGES.items():
-            config = base.replace(workers=p, exchange=exchange)
+            config = base.replace(workers=0, replicas=p, exchange=exchange)
             key = store.key(SIMULATED, config.to_dict(), replicas=p, links=LINKS)
             row = store.load(SIMULATED, key)
             reused = int(row is not None)
             if row is None:
                 dataset = dataset or load_dataset(base.data.data, seed=0)
-                row = {"workers": p, "exchange": label, **run_virtual(config, p, dataset, LINKS)}
+                row = {"workers": p, "exchange": label, **run_virtual(config, dataset, LINKS)}
                 store.save(SIMULATED, key, row)
             progress(f"P={p} {label}", f"transfers {row['comm_ms_1gbit']:.2f} ms per step at 1gbit",
                      row["wall_s"], reused=reused)  # fmt: skip

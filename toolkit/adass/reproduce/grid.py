@@ -53,7 +53,7 @@ def grid_run(config: dict, replicas: int, links: dict[str, str], store: RunStore
     if row is not None:
         return Done(row, f"acc {row['test_acc']:.3f}", runs=1, reused=1)
     run_config = RunConfig.from_dict(config)
-    row = run_virtual(run_config, replicas, _dataset(run_config.data.data, run_config.optim.seed), links)
+    row = run_virtual(run_config, _dataset(run_config.data.data, run_config.optim.seed), links)
     store.save(SECTION, key, row)
     return Done(row, f"acc {row['test_acc']:.3f}", row["wall_s"])
 
@@ -66,7 +66,7 @@ def grid_tasks(base: RunConfig, arms: Sequence[Arm], seeds: int, replicas: int, 
     for seed in range(seeds):
         for arm in (REFERENCE, *arms):
             config = base.replace(
-                workers=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed
+                workers=0, replicas=replicas, exchange=arm.exchange, codec=arm.codec, seed=seed
             ).to_dict()
             key = store.key(SECTION, config, label=arm.label, replicas=replicas, links=dict(links))
             tasks.append(

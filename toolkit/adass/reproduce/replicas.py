@@ -18,7 +18,7 @@ from ..config import RunConfig
 from ..data import Dataset
 from ..exchange import EXCHANGES, Link
 from ..metrics import MemorySink, StepRecord, TrafficRecord
-from ..trainer import train
+from ..runtime import run
 
 __all__ = ["modelled_steps", "run_virtual"]
 
@@ -50,8 +50,8 @@ def modelled_steps(config: RunConfig, steps: pd.DataFrame, traffic: pd.DataFrame
     return pd.DataFrame({"own_s": own, "comm_s": pd.Series(comm, dtype=float).reindex(own.index).fillna(0.0)})
 
 
-def run_virtual(config: RunConfig, replicas: int, dataset: Dataset, links: Mapping[str, str]) -> dict:
-    """Train ``config`` on ``replicas`` virtual replicas; its accuracy, costs and modelled times.
+def run_virtual(config: RunConfig, dataset: Dataset, links: Mapping[str, str]) -> dict:
+    """Train ``config`` on its ``--replicas`` virtual replicas; its accuracy, costs and modelled times.
 
     Returns
     -------
@@ -63,7 +63,7 @@ def run_virtual(config: RunConfig, replicas: int, dataset: Dataset, links: Mappi
     """
     sink = MemorySink()
     start = time.perf_counter()
-    result = train(config, sink=sink, dataset=dataset, replicas=replicas, run_id="reproduce")
+    result = run(config, sink=sink, dataset=dataset, run_id="reproduce")
     wall_s = time.perf_counter() - start
     row = {"test_acc": float(result.final.test_acc), "backprops": int(result.counters.backprops),
            "wire_bytes_epoch": float(result.final.wire_bytes) / config.optim.epochs, "wall_s": wall_s}  # fmt: skip

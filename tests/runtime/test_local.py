@@ -8,8 +8,9 @@ from torch.nn import functional as F
 
 from adass.codecs.base import stable_seed
 from adass.data import load_dataset
+from adass.engine import lr_at
 from adass.metrics import EvalRecord, SelectionRecord, StepRecord
-from adass.trainer import lr_at, train
+from adass.runtime import train
 
 
 def plain_loop(config):

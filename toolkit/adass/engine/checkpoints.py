@@ -23,13 +23,14 @@ import torch
 
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
-from ..engine.replica import ReplicaState
-from ..engine.reshard import reshard_states
 from ..metrics import atomic_write_bytes, atomic_write_text
 from ..registry import SpecError
+from .replica import ReplicaState
+from .reshard import reshard_states
 
 __all__ = [
     "FIXED_OPTIONS",
+    "WORLD_OPTIONS",
     "Checkpoint",
     "check_resume",
     "epoch_folder",
@@ -37,14 +38,18 @@ __all__ = [
     "publish",
     "read_checkpoint",
     "read_checkpoint_state",
+    "read_state",
     "reshard_checkpoint",
+    "write_state",
 ]
 
 POINTER = "latest.json"
 #: options a resume takes from the checkpoint: a different value would not continue the same run
 #: (``workers`` is saved too, but a resume may change it)
 FIXED_OPTIONS = ("data", "shard", "model", "sampler", "batch_size", "lr", "momentum", "weight_decay",
-                 "schedule", "seed", "codec", "exchange", "workers")  # fmt: skip
+                 "schedule", "seed", "codec", "exchange", "workers", "replicas")  # fmt: skip
+#: saved options a resume may change: where the replicas live and how many there are
+WORLD_OPTIONS = ("workers", "replicas")
 
 
 @dataclass
@@ -58,9 +63,23 @@ class Checkpoint:
 
     @property
     def replicas(self) -> int | None:
-        """How many replicas wrote it (None for a checkpoint that does not say)."""
-        workers = self.options.get("workers")
-        return None if workers is None else int(workers)
+        """How many replicas wrote it (None for a checkpoint that does not say): the Dask workers, else
+        the virtual replicas, else the one model of a run in a single process."""
+        if "workers" not in self.options:
+            return None
+        return int(self.options["workers"] or self.options.get("replicas") or 1)
+
+
+def write_state(path: str | Path, state: dict[str, Any]) -> None:
+    """One rank's (or server's) state to ``path`` atomically (temp file, then one rename)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_state(path: str | Path) -> dict[str, Any]:
+    """A state :func:`write_state` saved: tensors and plain values only, never pickled code."""
+    return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def epoch_folder(run_dir: str | Path, epoch: int) -> Path:
@@ -147,10 +166,11 @@ def fixed_options(config: RunConfig) -> dict[str, Any]:
 def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
     """The checkpoint ``config`` continues from; SpecError in one line if it is corrupt, was trained
     with other options (the worker count may differ), or already has ``config.optim.epochs`` epochs."""
-    checkpoint = read_checkpoint(run_dir, config.cluster.workers, saved_ranks=True)
+    checkpoint = read_checkpoint(run_dir, config.world, saved_ranks=True)
     saved, now = checkpoint.options, fixed_options(config)
-    # another worker count is allowed: the replicas' states follow their samples (reshard_checkpoint)
-    differ = [k for k, v in now.items() if k in saved and saved[k] != v and k != "workers"]
+    # another replica count or backend is allowed: the replicas' states follow their samples
+    # (reshard_checkpoint), and every backend saves the same rank files
+    differ = [k for k, v in now.items() if k in saved and saved[k] != v and k not in WORLD_OPTIONS]
     if differ:
         said = ", ".join(f"--{k.replace('_', '-')} {saved[k]!r} (given {now[k]!r})" for k in differ)
         raise SpecError(f"--resume: the checkpoint was trained with {said}; a resume keeps the saved options")
@@ -162,29 +182,26 @@ def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
 
 
 def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Dataset) -> Checkpoint:
-    """``checkpoint`` of ``checkpoint.replicas`` replicas as one of ``config.cluster.workers`` replicas.
+    """``checkpoint`` of ``checkpoint.replicas`` replicas as one of ``config.world`` replicas.
 
     The new rank files go into a folder of their own beside the epoch's (``epoch-000003-of-2``), which
     the next published epoch removes; the epoch's own files are left as they are. See
     :mod:`adass.engine.reshard` for what follows the samples and what starts afresh.
     """
-    old_world, new_world = checkpoint.replicas, config.cluster.workers
+    old_world, new_world = checkpoint.replicas, config.world
     if old_world is None or old_world == new_world:
         return checkpoint
     seed, spec = config.optim.seed, config.data.shard
     old = shard_indices(dataset.y_train, old_world, spec, seed=seed)
     new = shard_indices(dataset.y_train, new_world, spec, seed=seed)
-    states = [torch.load(checkpoint.folder / f"rank{r}.pt", weights_only=True, map_location="cpu")
-              for r in range(old_world)]  # fmt: skip
+    states = [read_state(checkpoint.folder / f"rank{r}.pt") for r in range(old_world)]
     layout = ReplicaState.shard(config, dataset, 0, new_world).sampler.state_layout
     folder = checkpoint.folder.with_name(f"{checkpoint.folder.name}-of-{new_world}")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for rank, state in enumerate(reshard_states(states, old, new, layout, dataset.n_train)):
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        atomic_write_bytes(folder / f"rank{rank}.pt", buffer.getvalue())
+        write_state(folder / f"rank{rank}.pt", state)
     for server in checkpoint.folder.glob("server*.pt"):  # server shards keep theirs: their count is fixed
         shutil.copyfile(server, folder / server.name)
-    options = {**checkpoint.options, "workers": new_world}
+    options = {**checkpoint.options, "workers": config.cluster.workers, "replicas": config.cluster.replicas}
     return Checkpoint(checkpoint.epoch, folder, dict(checkpoint.totals), options)

@@ -3,7 +3,7 @@
 import threading
 
 from adass.metrics import EvalRecord, MemorySink, Sink, StepRecord
-from adass.run import run
+from adass.runtime import run
 
 
 def test_run_trains_in_process_without_workers(tiny_config):

@@ -4,17 +4,16 @@ import math
 
 import pytest
 import torch
-from engine_cases import on_threads
 from torch.nn import functional as F
 
 from adass.config import RunConfig
 from adass.data import load_dataset, shard_indices
-from adass.engine import AgreementBoard, Engine, ReplicaState, replica_seed, simulate_run, spread_evenly
+from adass.engine import AgreementBoard, Engine, ReplicaState, replica_seed, spread_evenly
 from adass.engine.step import lr_at
 from adass.metrics import SelectionRecord, StepRecord
 from adass.models import build_model
+from adass.runtime import on_threads, train
 from adass.sampling import drop_within_budget, shuffled
-from adass.trainer import train
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 
@@ -71,7 +70,7 @@ def test_a_step_nobody_has_samples_for_changes_nothing_and_one_with_an_empty_loc
     config = RunConfig.from_flat(data="synthetic:n=5,d=4,classes=2,test=10", model="mlp:hidden=4", sampler="full",
                                  epochs=2, batch_size=1, lr=0.1, momentum=0.9, workers=2, exchange="ring",
                                  codec="fp32", seed=2)  # fmt: skip
-    result = simulate_run(config)
+    result = train(config, replicas=config.cluster.workers)
     steps = result.sink.frame(StepRecord)
     first = steps[steps["epoch"] == 0].pivot(index="step", columns="rank", values="samples")
     assert first.to_dict("list") == {0: [0, 1, 0, 1, 1], 1: [0, 0, 1, 0, 1]}
@@ -84,7 +83,7 @@ def test_two_pass_samplers_count_their_backprops_across_replicas():
     config = RunConfig.from_flat(data=DATA, model="mlp:hidden=8", sampler="selective_backprop:beta=10",
                                  epochs=2, batch_size=8, lr=0.1, workers=2, exchange="ring", codec="fp32",
                                  seed=1)  # fmt: skip
-    result = simulate_run(config)
+    result = train(config, replicas=config.cluster.workers)
     steps = result.sink.frame(StepRecord)
     per_step = steps.groupby("step")["samples"].sum()
     assert (per_step == 0).any() and (per_step > 0).any()
@@ -98,7 +97,7 @@ def test_refresh_passes_run_on_every_replica():
     config = RunConfig.from_flat(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=100", model="mlp:hidden=16",
                                  sampler="adass:eps=0.4,warmup=1,final=0,refresh=2", epochs=5, batch_size=32,
                                  lr=0.1, workers=3, exchange="ring", codec="fp32", seed=1)  # fmt: skip
-    result = simulate_run(config)
+    result = train(config, replicas=config.cluster.workers)
     c = result.counters
     selection = result.sink.frame(SelectionRecord)
     dropped = (~selection["kept"].astype(bool)).groupby(selection["epoch"]).sum()

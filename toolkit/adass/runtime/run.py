@@ -1,0 +1,134 @@
+"""One entry for every run: ``run(config, ...)`` picks the backend the configuration names and hands
+it to the one epoch driver (:func:`adass.engine.drive`). The commands, ``compare``, ``bench``,
+``reproduce`` and the dashboard call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..config import RunConfig
+from ..data import Dataset, load_dataset
+from ..engine import Counters, RunResult, RunStore, Stop, check_resume, drive, reshard_checkpoint
+from ..metrics import EvalRecord, MemorySink, Sink
+from ..model_memory import check_model_fits
+from .local import LocalBackend
+from .threads import ThreadsBackend
+
+__all__ = ["BACKENDS", "run", "train"]
+
+#: backends of runs in this process, by ``RunConfig.backend`` (Dask's lives in :mod:`adass.cluster`)
+BACKENDS = {"local": LocalBackend, "threads": ThreadsBackend}
+
+
+def run(
+    config: RunConfig,
+    sink: Sink | None = None,
+    progress: Callable[[EvalRecord], None] | None = None,
+    stop: Stop = None,
+    *,
+    run_id: str = "run",
+    dataset: Dataset | None = None,
+    selection_records: bool = True,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    store: RunStore | None = None,
+    on_ready: Callable[[Any], None] | None = None,
+    handle: Any = None,
+) -> RunResult:
+    """Train ``config`` where it says: one model here, ``--replicas`` on threads, ``--workers`` on Dask.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run; ``config.backend`` says where its replicas live.
+    sink : Sink, optional
+        Where the records go; a MemorySink if omitted.
+    progress : callable, optional
+        Called with each epoch's EvalRecord.
+    stop : callable or Event, optional
+        Asks the run to end early: checked after every step of a run in one model, before every
+        epoch where replicas must stay in lock-step.
+    run_id : str
+        Label of the records.
+    dataset : Dataset, optional
+        Use these tensors instead of loading ``config.data.data`` (Dask workers load their own).
+    selection_records : bool
+        Write one SelectionRecord per sample and epoch.
+    checkpoint_dir : path, optional
+        Run folder whose ``checkpoints/`` get one version per epoch, whatever the backend.
+    resume : bool
+        Continue from the checkpoint in ``checkpoint_dir`` (another backend or replica count may
+        continue it: the replicas' states are re-sharded).
+    store : RunStore, optional
+        Receives live per-step rows while the run goes on.
+    on_ready, handle
+        Dask runs only; see :func:`adass.cluster.train_distributed`.
+
+    Returns
+    -------
+    RunResult
+        ``counters`` hold backprops, forwards and training seconds; ``extra`` the running
+        ``totals`` and the final ``parameters`` (every replica's in this process, rank 0's on Dask),
+        and on Dask ``store``, ``dashboard_link`` and ``faults``.
+
+    Raises
+    ------
+    SpecError
+        Bad input, before anything starts.
+    RunFailure
+        One line: a worker lost more often than ``--restarts`` allows, losses that stayed non-finite
+        for ``--max-nonfinite`` steps (:class:`~adass.failures.Diverged`), an unreachable scheduler.
+    """
+    if dataset is not None:
+        check_model_fits(config, dataset)  # before any replica is built
+    if config.backend == "dask":
+        return _on_dask(config, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready, handle)
+    checkpoint = check_resume(config, checkpoint_dir) if resume and checkpoint_dir is not None else None
+    sink = sink if sink is not None else MemorySink()
+    ds = dataset if dataset is not None else load_dataset(config.data.data, seed=config.optim.seed)
+    backend = BACKENDS[config.backend](config, ds, run_id, live=store.add if store is not None else None)
+    if checkpoint is not None:
+        checkpoint = reshard_checkpoint(checkpoint, config, ds)
+        if hasattr(sink, "resume"):
+            sink.resume()
+    driven = drive(backend, config, sink, ds.n_train, run_id=run_id, progress=progress, stop=stop,
+                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+    t = driven.totals
+    states = backend.states()
+    return RunResult(model=states[0].model, sink=sink, counters=_counters(t), config=config, dataset=ds,
+                     final=driven.final, extra={"parameters": backend.parameters(), "totals": t},
+                     stopped=driven.stopped, states=states)  # fmt: skip
+
+
+def train(config: RunConfig, sink: Sink | None = None, progress: Callable[[EvalRecord], None] | None = None,
+          dataset: Dataset | None = None, run_id: str = "run", selection_records: bool = True, stop: Stop = None,
+          replicas: int = 0) -> RunResult:  # fmt: skip
+    """:func:`run` in this process: one model, or ``replicas`` virtual replicas (``--replicas``) in
+    place of the Dask workers ``config`` names (the notebooks' and tests' short form)."""
+    if replicas:
+        config = config.replace(workers=0, replicas=replicas, scheduler="", bind="")
+    return run(
+        config, sink, progress, stop, run_id=run_id, dataset=dataset, selection_records=selection_records
+    )
+
+
+def _counters(totals: dict[str, float]) -> Counters:
+    return Counters(
+        backprops=int(totals["backprops"]), forwards=int(totals["forwards"]), train_s=totals["train_s"]
+    )
+
+
+def _on_dask(config: RunConfig, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready,
+             handle) -> RunResult:  # fmt: skip
+    from ..cluster import train_distributed  # Dask is imported only for runs on it
+
+    result = train_distributed(config, sink=sink, progress=progress, run_id=run_id, store=store,
+                               checkpoint_dir=checkpoint_dir, resume=resume, on_ready=on_ready, handle=handle,
+                               stop=stop)  # fmt: skip
+    extra = {"totals": result.totals, "store": result.store, "dashboard_link": result.dashboard_link,
+             "parameters": result.parameters, "faults": result.faults}  # fmt: skip
+    return RunResult(model=None, sink=result.sink, counters=_counters(result.totals), config=config, dataset=None,
+                     final=result.final, extra=extra, stopped=result.stopped)  # fmt: skip
