@@ -105,8 +105,8 @@ class LabState:
         foreign = state.foreign_namespaces()
         if foreign:
             raise LabError(
-                f"{path} names namespaces that are not lab {state.name!r}'s ({', '.join(foreign)}; its own "
-                f"are {namespace_prefix(state.name)}-*); remove the file and any such namespaces by hand"
+                f"{path} names namespaces not of lab {state.name} (its own are {namespace_prefix(state.name)}-*): "
+                f"{', '.join(foreign)}; remove the file, and any such namespaces by hand"
             )
         return state
 
