@@ -97,6 +97,8 @@ class LabState:
         """
         try:
             raw = json.loads(read_file(Path(path)))
+            # a file written before the prefix was recorded: its names get the same check below
+            raw.setdefault("prefix", namespace_prefix(str(raw.get("name"))))
             hosts = [Host(**h) for h in raw.pop("hosts")]
             processes = [Process(**p) for p in raw.pop("processes")]
             state = cls(**raw, hosts=hosts, processes=processes, path=str(path))
