@@ -69,7 +69,7 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
 
 
 @pytest.mark.netlab
-def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys):
+def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys, monkeypatch):
     """``--netlab``: every arm on a lab of ``--lab-workers`` replicas, kernel bytes per step counted, the
     lab gone afterwards."""
     try:
@@ -78,10 +78,18 @@ def test_quick_lab_bench_counts_kernel_bytes(tmp_path, capsys):
         if os.environ.get("CI") == "true":
             pytest.fail(f"the network lab is needed under CI=true: {err}")
         pytest.skip(f"no network lab here: {err}")
-    before = _namespaces()
+    built, up = [], netlab_dml.lab_up  # the suite's own lab: other labs may come and go meanwhile
+
+    def lab_up(*args, **kwargs):
+        built.append(up(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(netlab_dml, "lab_up", lab_up)
     argv = ["bench", "dml", "--quick", "--netlab", "1gbit", "--lab-workers", "3", "--out", str(tmp_path)]
     assert main(argv) == 0
-    assert _namespaces() == before  # the suite's lab is torn down
+    assert len(built) == 1 and len(built[0].hosts) == 4
+    prefix = f"{built[0].prefix}-"
+    assert not {ns for ns in _namespaces() if ns.startswith(prefix)}  # the suite's lab is torn down
     printed = capsys.readouterr().out
     assert "ring qsgd:bits=8 >= 2.5x faster than DDP fp32" in printed
     report = (tmp_path / "dml.md").read_text()

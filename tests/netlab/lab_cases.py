@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +26,20 @@ def lab_unavailable(reason: str) -> None:
 def lab_name() -> str:
     """Unique per process and call, so parallel runs never share namespaces."""
     return f"t{os.getpid() % 100_000}{secrets.token_hex(2)}"
+
+
+def require_lab() -> None:
+    """Root and iproute2 here, or the test is unavailable (see :func:`lab_unavailable`)."""
+    try:
+        require_tools()
+    except LabError as err:
+        lab_unavailable(str(err))
+
+
+def netlab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m adass.netlab ARGS`` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "adass.netlab", *args], capture_output=True, text=True,
+                          timeout=120, env=env)  # fmt: skip
 
 
 def namespaces() -> set[str]:

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
-from lab_cases import lab_name, lab_unavailable, namespaces
-
-from adass.netlab import LabError, require_tools
+from lab_cases import lab_name, namespaces, netlab, require_lab
 
 pytestmark = pytest.mark.netlab
 
 
-def netlab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "adass.netlab", *args], capture_output=True, text=True,
-                          timeout=120, env=env)  # fmt: skip
-
-
 @pytest.fixture
 def need_lab() -> None:
-    try:
-        require_tools()
-    except LabError as err:
-        lab_unavailable(str(err))
+    require_lab()
 
 
 def test_up_builds_hosts_on_a_bridge_and_down_removes_everything(tmp_path, need_lab) -> None:

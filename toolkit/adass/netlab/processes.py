@@ -3,7 +3,9 @@
 Each process is ``ip netns exec NS python -m dask ...`` (``ip netns exec`` replaces itself with the
 command, so the recorded PID is the Dask process). Readiness is read from the processes' own logs:
 the root namespace cannot reach the lab's addresses, by design. The lab is a cluster adass owns, so its
-processes keep freed memory for reuse as the embedded cluster's do (``adass.allocator``).
+processes keep freed memory for reuse as the embedded cluster's do (``adass.allocator``). Each process's
+start time and command line are recorded with its PID, and ``down`` signals only a process that still
+matches them (:mod:`adass.netlab.identity`).
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from ..allocator import ENVIRON, wanted
+from .identity import Seen, seen, send_signal, start_ticks
+from .private import open_log, read_file
 from .state import LabState, Process
-from .system import LabError
+from .system import LabError, warn
 
 __all__ = ["SCHEDULER_PORT", "start_cluster", "stop_processes"]
 
@@ -27,30 +29,38 @@ SCHEDULER_PORT = 8786
 _READY = {"scheduler": "Scheduler at:", "worker": "Registered to:"}
 
 
+def _in_netns(netns: str, command: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", netns, *command]
+
+
 def _spawn(state: LabState, role: str, host: int, argv: list[str], log: Path) -> Process:
-    command = ["ip", "netns", "exec", state.host(host).netns, sys.executable, "-m", "dask", *argv]
+    command = [sys.executable, "-m", "dask", *argv]
     # as in the embedded LocalCluster: no sampling profiler taking each worker's GIL 100 times a second
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
     if wanted():  # glibc reads these at start: the workers reuse freed blocks instead of faulting in pages
         env.update(ENVIRON)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env)  # fmt: skip
-    entry = Process(role, host, proc.pid, psutil.Process(proc.pid).create_time(), str(log))
+    out = open_log(log)
+    try:
+        proc = subprocess.Popen(_in_netns(state.host(host).netns, command), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)  # fmt: skip
+    finally:
+        os.close(out)
+    # Popen returns once ``ip`` runs; the start time stays the same when ``ip`` executes the command
+    entry = Process(role, host, proc.pid, start_ticks(proc.pid) or 0, str(log), command)
     state.processes.append(entry)
     state.save()  # recorded before we wait on it, so ``down`` finds it whatever happens next
     return entry
 
 
-def _wait_ready(entries: list[Process], timeout_s: float) -> None:
+def _wait_ready(state: LabState, entries: list[Process], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     waiting = list(entries)
     while waiting:
         for entry in list(waiting):
-            text = Path(entry.log).read_text(errors="replace")
+            text = read_file(Path(entry.log)).decode(errors="replace")
             if _READY[entry.role] in text:
                 waiting.remove(entry)
-            elif not _alive(entry):
+            elif not _alive(state, entry):
                 last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
                 raise LabError(f"{entry.role} on host {entry.host} exited: {last.strip()} (log: {entry.log})")
         if waiting and time.monotonic() > deadline:
@@ -71,15 +81,15 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
         raise LabError(f"lab {state.name} already runs a cluster at {state.scheduler}; run down and up again")
     if workers < 1:
         raise LabError(f"--workers: {workers} is not allowed; expected an integer >= 1")
-    logs = state.logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
+    logs = state.logs_dir  # created (private, like the state's) by the first log opened
     address = f"tcp://{state.host(scheduler_host).address}:{SCHEDULER_PORT}"
     state.scheduler = address
+    state.save()  # also checks the state's folder before anything is written into it
     scheduler = _spawn(state, "scheduler", scheduler_host, [
         "scheduler", "--host", state.host(scheduler_host).address, "--port", str(SCHEDULER_PORT),
         "--no-dashboard", "--no-show",
     ], logs / "scheduler.log")  # fmt: skip
-    _wait_ready([scheduler], timeout_s)
+    _wait_ready(state, [scheduler], timeout_s)
     started = []
     for i in range(workers):
         host = state.hosts[i % len(state.hosts)]
@@ -87,31 +97,57 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
             "worker", address, "--host", host.address, "--name", f"w{i}", "--nthreads", "1", "--no-nanny",
             "--no-dashboard",
         ], logs / f"worker{i}.log"))  # fmt: skip
-    _wait_ready(started, timeout_s)
+    _wait_ready(state, started, timeout_s)
     return address
 
 
-def _alive(entry: Process) -> bool:
-    try:
-        proc = psutil.Process(entry.pid)
-        return abs(proc.create_time() - entry.started) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _verdict(state: LabState, entry: Process, now: Seen | None) -> str:
+    """``ours`` (the recorded process, running), ``gone`` (exited), or why the PID is someone else's."""
+    if now is None:
+        return "gone"
+    if now.started != entry.started:
+        return "its start time differs from the one recorded"
+    if now.zombie:  # ours, exited, not yet reaped
+        return "gone"
+    netns = state.hosts[entry.host].netns if 0 <= entry.host < len(state.hosts) else ""
+    # before ``ip netns exec`` replaces itself with the command, the process is still ``ip``
+    if not entry.command or list(now.command) not in (entry.command, _in_netns(netns, entry.command)):
+        return "its command differs from the one recorded"
+    return "ours"
+
+
+def _alive(state: LabState, entry: Process) -> bool:
+    return _verdict(state, entry, seen(entry.pid)) == "ours"
+
+
+def _signal(state: LabState, entry: Process, sig: int) -> bool:
+    return send_signal(entry.pid, sig, lambda now: _verdict(state, entry, now) == "ours")
 
 
 def stop_processes(state: LabState, grace_s: float = 5.0) -> None:
-    """End the lab's recorded processes by PID (SIGTERM, then SIGKILL after ``grace_s``), workers first."""
+    """End the lab's recorded processes by PID (SIGTERM, then SIGKILL after ``grace_s``), workers first.
+
+    A PID is signalled only while the process holding it has the start time and command line recorded
+    when the lab started it; any other is left alone with a warning line on stderr.
+    """
     entries = sorted(state.processes, key=lambda e: e.role == "scheduler")
+    ours = []
     for entry in entries:
-        if _alive(entry):
-            os.kill(entry.pid, signal.SIGTERM)
+        verdict = _verdict(state, entry, seen(entry.pid))
+        if verdict == "ours":
+            ours.append(entry)
+            _signal(state, entry, signal.SIGTERM)
+        elif verdict == "gone":
+            _reap(entry.pid)
+        else:
+            warn(f"lab {state.name}: pid {entry.pid} ({entry.role} on host {entry.host}) is not the process "
+                 f"the lab started ({verdict}); left alone")  # fmt: skip
     deadline = time.monotonic() + grace_s
-    for entry in entries:
-        while _alive(entry) and time.monotonic() < deadline:
+    for entry in ours:
+        while _alive(state, entry) and time.monotonic() < deadline:
             _reap(entry.pid)
             time.sleep(0.1)
-        if _alive(entry):
-            os.kill(entry.pid, signal.SIGKILL)
+        _signal(state, entry, signal.SIGKILL)
         _reap(entry.pid)
     state.processes = []
     state.scheduler = ""

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 
-__all__ = ["LabError", "require_tools", "sh"]
+__all__ = ["LabError", "require_tools", "sh", "warn"]
 
 TOOLS = ("ip", "tc")
 
@@ -50,3 +51,8 @@ def sh(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
         detail = " ".join((done.stderr or done.stdout).split()) or f"exit status {done.returncode}"
         raise LabError(f"{' '.join(argv)}: {detail}")
     return done
+
+
+def warn(text: str) -> None:
+    """Say on stderr, in one line, that something was left alone and why (the command goes on)."""
+    print(f"adass netlab: warning: {text}", file=sys.stderr, flush=True)

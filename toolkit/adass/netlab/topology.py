@@ -10,33 +10,31 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 import signal
 
 from .shaping import shape
-from .state import Host, LabState
-from .system import LabError, sh
+from .state import NAME, Host, LabState, namespace_prefix
+from .system import LabError, sh, warn
 
 __all__ = ["DEVICE", "MAX_HOSTS", "build", "destroy", "plan", "present", "reshape"]
 
 MAX_HOSTS = 250
 BRIDGE = "br0"
 DEVICE = "eth0"
-_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,23}")
 
 
 def plan(name: str, hosts: int, subnet: str, rate_bps: float, path: str) -> LabState:
     """The lab's names and addresses, before anything exists."""
-    if not _NAME.fullmatch(name):
+    if not NAME.fullmatch(name):
         raise LabError(
             f"--name: {name!r} is not allowed; expected 1-24 of a-z, 0-9 and '-', starting with a letter or digit"
         )
     if not 1 <= hosts <= MAX_HOSTS:
         raise LabError(f"--hosts: {hosts} is not allowed; expected an integer in [1, {MAX_HOSTS}]")
     net = ipaddress.ip_network(subnet)
-    prefix = f"adass-{name}"
+    prefix = namespace_prefix(name)
     members = [Host(i, f"{prefix}-h{i}", str(net[i + 1]), f"p{i}") for i in range(hosts)]
-    return LabState(name, f"{prefix}-sw", subnet, rate_bps, members, path=path)
+    return LabState(name, f"{prefix}-sw", subnet, rate_bps, members, path=path, prefix=prefix)
 
 
 def build(state: LabState, queue_ms: float = 20.0) -> None:
@@ -77,10 +75,18 @@ def destroy(state: LabState) -> list[str]:
     """Delete the lab's namespaces, ending first any process still inside them; return what failed.
 
     Those processes were started into namespaces that only this lab knows by name (its scheduler and
-    workers, or commands given to ``netlab run``), so ending them ends only the lab's own work.
+    workers, or commands given to ``netlab run``), so ending them ends only the lab's own work. A
+    namespace outside the lab's own names (:meth:`LabState.foreign_namespaces`) is left alone, with a
+    warning.
     """
     failed = []
+    foreign = set(state.foreign_namespaces())
+    for ns in sorted(foreign):
+        own = namespace_prefix(state.name)
+        warn(f"lab {state.name}: namespace {ns} is not one of the lab's ({own}-*); left alone")
     for ns in present(state):
+        if ns in foreign:
+            continue
         pids = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
         for pid in pids:
             try:
