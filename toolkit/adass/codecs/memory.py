@@ -13,13 +13,29 @@ really gave, and a residual carried over is never scaled by a later step's facto
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from .base import ChunkKey, Codec, Payload, as_chunk
+from .chunks import ChunkKey, Payload, as_chunk
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "SentValues"]
+
+
+class SentValues(Protocol):
+    """What :meth:`Memory.absorb` asks of the codec that encoded a chunk (every Codec gives it)."""
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """The dense chunk ``payload`` stands for."""
+        ...
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
+        """The coordinates whose values ``payload`` carries; None where every coordinate travels."""
+        ...
+
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The decoded values at ``sent_coordinates(payload)`` alone, where the codec can give them."""
+        ...
 
 
 class Memory:
@@ -73,7 +89,7 @@ class Memory:
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
 
-    def absorb(self, codec: Codec, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
+    def absorb(self, codec: SentValues, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
         """:meth:`update` from what ``codec`` made of ``x_compensated`` (``payload``): decoded in full,
         or, for a memory that reads the sent coordinates alone, just the values sent there where the
         codec gives them (``Codec.decode_sent``), with no dense chunk of zeros to decode into."""
