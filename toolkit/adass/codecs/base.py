@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import torch
 
 from .chunks import ChunkKey, Payload, as_chunk, generator_for, seed_for, stable_seed
+from .kernels import REFERENCE
+from .kernels import choose as choose_kernels
 from .memory import Memory
 
 __all__ = [
@@ -95,6 +97,13 @@ class Codec(ABC):
     name : str
         The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
 
+    The codec's own setting:
+
+    kernels : {"reference", "fused"}
+        The kernels its methods run (``adass.codecs.kernels``), fixed when it is built: the
+        ``kernels`` argument, else the default of that moment. Both give the same bits; the choice
+        is not part of ``name``, and variants (``with_shared_scale``, ``under_memory``) keep it.
+
     Notes
     -----
     One class serves both plain and shared-scale use: the mode is a spec flag (``shared=true`` for
@@ -132,6 +141,10 @@ class Codec(ABC):
     requantizable: bool = False
     contractive: bool = True
     name: str = "codec"
+    kernels: str = REFERENCE  # where a subclass never calls Codec.__init__: it has no fused paths
+
+    def __init__(self, kernels: str | None = None) -> None:
+        self.kernels = choose_kernels(kernels)
 
     @abstractmethod
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import torch
 
 from .chunks import ChunkKey, Payload, as_chunk
+from .kernels import choose as choose_kernels
 
 __all__ = ["Memory", "SentValues"]
 
@@ -46,6 +47,9 @@ class Memory:
     owns_momentum : bool
         Whether the memory applies the optimizer's momentum itself (then the optimizer must not);
         False for plain error feedback.
+    kernels : {"reference", "fused"}
+        The kernels of memories with fused paths (``adass.codecs.kernels``), fixed when built: the
+        argument, else the default of that moment.
     """
 
     owns_momentum = False
@@ -53,7 +57,8 @@ class Memory:
     #: take just those values (``arrived``) when a sparsifier sent them
     reads_sent_only = False
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: str | None = None) -> None:
+        self.kernels = choose_kernels(kernels)
         self.residuals: dict[int, torch.Tensor] = {}
         self._carried: dict[int, torch.Tensor | None] = {}  # what this step's compensation added
 
