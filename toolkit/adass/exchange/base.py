@@ -252,7 +252,7 @@ def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
 
 
 def make_exchange(
-    spec: str, transport: Transport, codec: Codec | str, kernels: str | None = None, **context: Any
+    spec: str, transport: Transport, codec: Codec | str, *, kernels: str | None = None, **context: Any
 ) -> Exchange:
     """Build an exchange from a spec (``ring:strategy=shared_scale``, ``ps:servers=2``).
 
