@@ -1,4 +1,5 @@
-"""The fused codec kernels give the reference's payloads bit for bit, and the switch selects them."""
+"""The fused codec kernels give the reference's payloads bit for bit, and each codec keeps the kernels
+it was built with."""
 
 from __future__ import annotations
 
@@ -33,14 +34,15 @@ def _chunk(n: int, kind: str) -> torch.Tensor:
 @pytest.mark.parametrize("spec", QSGD)
 @pytest.mark.parametrize("kind", ["randn", "zero", "negative zero", "zero buckets"])
 def test_fused_qsgd_payloads_and_decodes_are_the_referenceraw_bytes(spec, kind):
-    codec = make_codec(spec)
+    codec = make_codec(spec, "reference")
+    both = {"reference": codec, "fused": make_codec(spec, "fused")}
     for n in LENGTHS:
         x = _chunk(n, kind)
         key = ChunkKey(3, 5, n, rank=1, hop=2)
         # shared mode: an agreed scale above some buckets' own and below others' (values clipped)
         factor = torch.tensor([1.25, 0.5]).repeat(codec.buckets(n))[: codec.buckets(n)]
         scale = codec.local_scale(x) * factor if codec.shared else None
-        ref, fused = reference_and_fused(lambda c=codec, x=x, key=key, s=scale: c.encode(x, key, scale=s))
+        ref, fused = reference_and_fused(lambda k, x=x, key=key, s=scale: both[k].encode(x, key, scale=s))
         assert ref.header == fused.header
         for name in ref.tensors:
             assert torch.equal(raw_bytes(ref.tensors[name]), raw_bytes(fused.tensors[name])), (
@@ -49,22 +51,21 @@ def test_fused_qsgd_payloads_and_decodes_are_the_referenceraw_bytes(spec, kind):
                 n,
                 name,
             )
-        decoded = reference_and_fused(lambda c=codec, p=ref: c.decode(p))
+        decoded = reference_and_fused(lambda k, p=ref: both[k].decode(p))
         assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1])), (spec, kind, n)
         out = torch.empty(n)
-        with kernels.using("fused"):
-            codec.decode_into(ref, out)
+        both["fused"].decode_into(ref, out)
         assert torch.equal(raw_bytes(out), raw_bytes(decoded[0]))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 99, 1000, 40_001])
 def test_fused_random_k_gathers_and_scatters_the_reference_values(n):
-    codec = make_codec("randk:ratio=0.3")
+    both = {k: make_codec("randk:ratio=0.3", k) for k in kernels.KERNELS}
     x = _chunk(n, "randn")
     key = ChunkKey(1, 2, 3)
-    ref, fused = reference_and_fused(lambda: codec.encode(x, key))
+    ref, fused = reference_and_fused(lambda k: both[k].encode(x, key))
     assert torch.equal(raw_bytes(ref.tensors["values"]), raw_bytes(fused.tensors["values"]))
-    decoded = reference_and_fused(lambda: codec.decode(ref))
+    decoded = reference_and_fused(lambda k: both[k].decode(ref))
     assert torch.equal(raw_bytes(decoded[0]), raw_bytes(decoded[1]))
 
 
@@ -77,7 +78,9 @@ def test_fused_random_k_gathers_and_scatters_the_reference_values(n):
 def test_fused_draws_choose_the_reference_coordinates(n, k, first_draws):
     for seed in range(12):
         ref, fused = reference_and_fused(
-            lambda s=seed: distinct_sample(n, k, torch.Generator().manual_seed(s), first_draws=first_draws)
+            lambda kind, s=seed: distinct_sample(
+                n, k, torch.Generator().manual_seed(s), first_draws=first_draws, kernels=kind
+            )
         )
         assert fused.dtype == torch.int64 and torch.equal(ref, fused), (n, k, seed)
 
@@ -85,12 +88,29 @@ def test_fused_draws_choose_the_reference_coordinates(n, k, first_draws):
 def test_the_switch_selects_and_restores_the_kernels():
     previous = kernels.use("reference")
     try:
-        assert kernels.active() == "reference" and not kernels.fused_enabled()
+        assert kernels.active() == "reference"
         with kernels.using("fused"):
             assert kernels.active() == "fused"
         assert kernels.active() == "reference"
         with pytest.raises(ValueError, match="unknown"):
             kernels.use("fast")
+    finally:
+        kernels.use(previous)
+
+
+def test_a_codec_keeps_the_kernels_it_was_built_with():
+    previous = kernels.use("reference")
+    try:
+        built = make_codec("ef(randk:ratio=0.1,scale=false+qsgd:bits=4)")
+        chosen = make_codec("dmc(qsgd:bits=4)", "fused")
+        with kernels.using("fused"):  # a later default changes no codec already built
+            assert built.kernels == built.inner.outer.kernels == built.inner.inner.kernels == "reference"
+            assert make_codec("qsgd:bits=4").kernels == "fused"
+        assert chosen.kernels == chosen.inner.kernels == chosen.memory.kernels == "fused"
+        assert chosen.with_shared_scale().inner.kernels == "fused"
+        assert make_codec("qsgd:bits=4", "fused") == make_codec("qsgd:bits=4", "reference")  # the same bits
+        with pytest.raises(ValueError, match="unknown"):
+            make_codec("fp32", "fast")
     finally:
         kernels.use(previous)
 

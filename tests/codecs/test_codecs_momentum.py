@@ -14,8 +14,8 @@ from adass.codecs import ChunkKey, MomentumCorrection, MomentumMemory, SentMomen
 from adass.registry import SpecError
 
 
-def _mc(spec: str, momentum: float, wrapper: str = "mc") -> MomentumCorrection:
-    codec = make_codec(f"{wrapper}({spec})")
+def _mc(spec: str, momentum: float, wrapper: str = "mc", kernels: str | None = None) -> MomentumCorrection:
+    codec = make_codec(f"{wrapper}({spec})", kernels)
     assert isinstance(codec.memory, MomentumMemory)
     codec.memory.momentum = momentum
     return codec
@@ -216,16 +216,15 @@ def test_fused_delay_aware_update_keeps_the_reference_memory_bit_for_bit(spec: s
         pytest.skip("numba does not import")
     n, kept = 1_001, {}
     for kernel in ("reference", "fused"):
-        with kernels.using(kernel):
-            codec = _mc(spec, 0.9, "dmc")
-            payloads = []
-            for step, factor in enumerate([1.0, 0.5, 1.7, 1.0, 0.8]):
-                key = ChunkKey(0, step, 0)
-                payloads.append(codec.encode(chunk(n, seed=step), key))
-                codec.memory.settle(factor)
-                codec.observe(chunk(n, seed=40 + step), key)  # sharedk learns; the others ignore it
-            memory = codec.memory
-            kept[kernel] = (memory.residuals[0], memory.velocities[0], [codec.decode(p) for p in payloads])
+        codec = _mc(spec, 0.9, "dmc", kernel)  # one codec per kernel family
+        payloads = []
+        for step, factor in enumerate([1.0, 0.5, 1.7, 1.0, 0.8]):
+            key = ChunkKey(0, step, 0)
+            payloads.append(codec.encode(chunk(n, seed=step), key))
+            codec.memory.settle(factor)
+            codec.observe(chunk(n, seed=40 + step), key)  # sharedk learns; the others ignore it
+        memory = codec.memory
+        kept[kernel] = (memory.residuals[0], memory.velocities[0], [codec.decode(p) for p in payloads])
     (r_ref, u_ref, sent_ref), (r_fused, u_fused, sent_fused) = kept["reference"], kept["fused"]
     assert torch.equal(r_ref.view(torch.int32), r_fused.view(torch.int32))
     assert torch.equal(u_ref.view(torch.int32), u_fused.view(torch.int32))
@@ -246,21 +245,20 @@ def test_the_delay_aware_memory_learns_alike_from_the_sent_values_alone(spec: st
         reads_sent_only = False
 
     n, kept = 1_001, {}
-    with kernels.using(kernel):
-        for name in ("sparse", "dense"):
-            codec = _mc(spec, 0.9, "dmc")
-            if name == "dense":
-                codec.memory = Dense(0.9)
-            for step, factor in enumerate([1.0, 0.5, 1.7, 1.0]):
-                key = ChunkKey(0, step, 0)
-                payload = codec.encode(chunk(n, seed=step), key)
-                sent, arrived = codec.sent_coordinates(payload), codec.decode_sent(payload)
-                if arrived is not None:  # the values decode writes there, and zeros elsewhere
-                    dense = codec.decode(payload)
-                    assert torch.equal(dense[sent], arrived) and int((dense != 0).sum()) <= sent.numel()
-                codec.memory.settle(factor)
-                codec.observe(chunk(n, seed=40 + step), key)
-            kept[name] = (codec.memory.residuals[0], codec.memory.velocities[0])
+    for name in ("sparse", "dense"):
+        codec = _mc(spec, 0.9, "dmc", kernel)
+        if name == "dense":
+            codec.memory = Dense(0.9, kernel)
+        for step, factor in enumerate([1.0, 0.5, 1.7, 1.0]):
+            key = ChunkKey(0, step, 0)
+            payload = codec.encode(chunk(n, seed=step), key)
+            sent, arrived = codec.sent_coordinates(payload), codec.decode_sent(payload)
+            if arrived is not None:  # the values decode writes there, and zeros elsewhere
+                dense = codec.decode(payload)
+                assert torch.equal(dense[sent], arrived) and int((dense != 0).sum()) <= sent.numel()
+            codec.memory.settle(factor)
+            codec.observe(chunk(n, seed=40 + step), key)
+        kept[name] = (codec.memory.residuals[0], codec.memory.velocities[0])
     for a, b in zip(kept["sparse"], kept["dense"], strict=True):
         assert torch.equal(a.view(torch.int32), b.view(torch.int32))
     # only unscaled random-k (sharedk too) and the stacks on it give the sent values alone

@@ -38,14 +38,15 @@ def _same(a, b, label) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("weight", [1.0, 0.25, 1 / 3])
 def test_fused_requantize_gives_the_reference_payload(spec, kind, weight):
-    codec = make_codec(spec)
+    both = {k: make_codec(spec, k) for k in kernels.KERNELS}
     for n in LENGTHS:
-        with kernels.using("reference"):
-            received = codec.encode(_chunk(n, n, "zero" if kind == "zero" else "randn"), ChunkKey(1, 2, n))
+        received = both["reference"].encode(
+            _chunk(n, n, "zero" if kind == "zero" else "randn"), ChunkKey(1, 2, n)
+        )
         x = torch.zeros(n) if kind == "zero share" else _chunk(n, n + 1, kind)
         key = ChunkKey(1, 2, n, rank=3, hop=1)
         ref, fused = reference_and_fused(
-            lambda c=codec, r=received, x=x, k=key: c.requantize(r, x, k, weight)
+            lambda kind, r=received, x=x, k=key: both[kind].requantize(r, x, k, weight)
         )
         _same(ref, fused, (spec, kind, weight, n))
 
@@ -63,17 +64,17 @@ def test_requantize_is_decode_add_encode():
                                   "qsgd:bits=3,shared=true,bucket=5", "qsgd:bits=16,shared=true"])  # fmt: skip
 @pytest.mark.parametrize("kind", ["randn", "zero", "zero buckets"])
 def test_fused_code_sums_give_the_reference_payload(spec, kind):
-    codec = make_codec(spec)
+    both = {k: make_codec(spec, k) for k in kernels.KERNELS}
+    codec = both["reference"]
     for n in LENGTHS:
         xs = [_chunk(n, n + r, kind) for r in range(5)]
         scale = torch.stack([codec.local_scale(x) for x in xs]).amax(0) if n else torch.zeros(0)
 
-        def ring_sum(c=codec, xs=xs, scale=scale, n=n):
-            with kernels.using("reference"):
-                parts = [c.encode(x, ChunkKey(0, 1, n, rank=r), scale=scale) for r, x in enumerate(xs)]
+        def ring_sum(kind, c=codec, xs=xs, scale=scale, n=n):
+            parts = [c.encode(x, ChunkKey(0, 1, n, rank=r), scale=scale) for r, x in enumerate(xs)]
             total, sums = parts[0], []
             for part in parts[1:]:  # widths grow as counts do: 8+8, 9+8, ...
-                total = c.add(total, part)
+                total = both[kind].add(total, part)
                 sums.append(total)
             return sums
 

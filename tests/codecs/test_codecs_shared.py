@@ -214,11 +214,12 @@ def test_tied_scores_are_chosen_by_the_shared_seed_not_by_position() -> None:
                                   "sharedk:ratio=0.2,top=0.0"])  # fmt: skip
 def test_fused_selection_chooses_the_reference_coordinates(spec: str, kind: str) -> None:
     for n in (1, 2, 7, 61, 1000, 40_001):
-        codec = make_codec(spec)
+        both = {kernel: make_codec(spec, kernel) for kernel in kernels.KERNELS}
+        codec = both["reference"]
         state = _state_of(n, kind)
         k = codec.k_for(n)
         ref, fused = reference_and_fused(
-            lambda c=codec, s=state, n=n, k=k: c._choose(s, n, k, ChunkKey(5, 9, 0))
+            lambda kernel, b=both, s=state, n=n, k=k: b[kernel]._choose(s, n, k, ChunkKey(5, 9, 0))
         )
         assert torch.equal(ref, fused), (spec, kind, n)
         assert ref.numel() == k and bool((ref[1:] > ref[:-1]).all())
@@ -239,8 +240,9 @@ def test_the_unseen_rate_is_the_mean_rate_of_the_seen_on_both_paths_bit_for_bit(
         state = _state_of(n, "random" if kind == "none seen" else kind)
         if kind == "none seen":
             state = ChunkState(torch.zeros(n), state.wait, torch.zeros(n, dtype=torch.bool))
-        codec = make_codec("sharedk:ratio=0.1")
-        ref, fused = reference_and_fused(lambda c=codec, s=state: c._fill(s))
+        ref, fused = reference_and_fused(
+            lambda kernel, s=state: make_codec("sharedk:ratio=0.1", kernel)._fill(s)
+        )
         assert struct.pack("<d", ref) == struct.pack("<d", fused), (kind, n)
         seen = state.seen
         if kind == "all seen" or bool(seen.all()):
@@ -278,20 +280,19 @@ def test_fused_observe_learns_the_reference_state_bit_for_bit(spec: str) -> None
     n, steps = 5_003, 6
     states = {}
     for kernel in ("reference", "fused"):
-        with kernels.using(kernel):
-            codec = make_codec(spec)
-            for step in range(steps):
-                key = ChunkKey(3, step, 0)
-                codec.encode(chunk(n, seed=step), key)
-                spread = torch.rand(n, generator=torch.Generator().manual_seed(step))
-                averaged = chunk(n, seed=50 + step) * spread
-                averaged[:: 97 + step] = float("nan")  # NaN, infinities, signed and unsigned zeros, tiny
-                averaged[1::89] = float("inf")
-                averaged[2::83] = -float("inf")
-                averaged[3::79] = -0.0
-                averaged[4::73] = 1e-40
-                codec.observe(averaged, key)
-            states[kernel] = codec.states[0]
+        codec = make_codec(spec, kernel)  # one codec per kernel family
+        for step in range(steps):
+            key = ChunkKey(3, step, 0)
+            codec.encode(chunk(n, seed=step), key)
+            spread = torch.rand(n, generator=torch.Generator().manual_seed(step))
+            averaged = chunk(n, seed=50 + step) * spread
+            averaged[:: 97 + step] = float("nan")  # NaN, infinities, signed and unsigned zeros, tiny
+            averaged[1::89] = float("inf")
+            averaged[2::83] = -float("inf")
+            averaged[3::79] = -0.0
+            averaged[4::73] = 1e-40
+            codec.observe(averaged, key)
+        states[kernel] = codec.states[0]
     ref, fused = states["reference"], states["fused"]
     for name in ("rate", "wait"):
         a, b = getattr(ref, name), getattr(fused, name)

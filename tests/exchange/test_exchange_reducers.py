@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from adass.codecs import RandomK, make_codec
 from adass.exchange import InProcHub, make_exchange
@@ -44,3 +45,26 @@ class _OwnRandomK(RandomK):
 def test_a_new_codec_with_keyed_float_values_is_reduced_as_sparse_values() -> None:
     assert choose(_OwnRandomK(0.1), "requantize").name == "sparse"
     assert choose(make_codec("randk:ratio=0.1+qsgd:bits=8"), "requantize").name == "requantize"
+
+
+@pytest.mark.parametrize(
+    "codec", ["qsgd:bits=4", "randk:ratio=0.1+qsgd:bits=4", "dmc(randk:ratio=0.1,scale=false)"]
+)
+def test_replicas_on_threads_keep_the_kernels_their_codecs_were_built_with(codec: str) -> None:
+    from adass.codecs import kernels
+    from adass.engine.virtual import on_threads
+
+    if not kernels.available():
+        pytest.skip("numba does not import")
+    gen = torch.Generator().manual_seed(4)
+    grads = [torch.randn(3000, generator=gen) for _ in range(3)]
+
+    def run(choice: list[str]) -> list[torch.Tensor]:
+        hub = InProcHub(3)
+        rings = [make_exchange("ring", hub.transport(r), codec, kernels=choice[r], seed=1) for r in range(3)]
+        assert [ring.codec.kernels for ring in rings] == choice
+        return on_threads(3, lambda r: rings[r].reduce(grads[r], count=float(r + 1)))
+
+    reference = run(["reference"] * 3)
+    for mixed in (["fused"] * 3, ["fused", "reference", "fused"]):
+        assert all(torch.equal(a, b) for a, b in zip(reference, run(mixed), strict=True))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import param
 
-from .cli import COMMANDS, top_parser
+from .cli_outline import COMMANDS, top_parser
 from .command_options import (
     LIST_ITEMS,
     BenchOptions,

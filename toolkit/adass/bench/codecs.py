@@ -50,14 +50,6 @@ def _median_times(ops: dict[str, Callable[[], object]], repeats: int) -> dict[st
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _with(kernel: str, fn: Callable[[], object]) -> Callable[[], object]:
-    def call() -> object:
-        with kernels.using(kernel):
-            return fn()
-
-    return call
-
-
 def measure(n: int, repeats: int) -> pd.DataFrame:
     """One row per (codec, operation, kernels): median time and rate against its baseline."""
     x = torch.randn(n, generator=torch.Generator().manual_seed(0))
@@ -65,17 +57,18 @@ def measure(n: int, repeats: int) -> pd.DataFrame:
     choices = ["reference", "fused"] if kernels.available() else ["reference"]
     ops: dict[str, Callable[[], object]] = {"read": lambda: x.abs().max()}
     for spec in QSGD_CODECS:
-        codec = make_codec(spec)
-        payload = codec.encode(x, key)
+        payload = make_codec(spec).encode(x, key)
         for k in choices:
-            ops[f"{spec}|encode|{k}"] = _with(k, lambda c=codec: c.encode(x, key))
-            ops[f"{spec}|decode|{k}"] = _with(k, lambda c=codec, p=payload: c.decode(p))
-            ops[f"{spec}|requantize|{k}"] = _with(k, lambda c=codec, p=payload: c.requantize(p, x, key, 0.25))
+            codec = make_codec(spec, k)  # each kernel family on a codec of its own
+            ops[f"{spec}|encode|{k}"] = lambda c=codec: c.encode(x, key)
+            ops[f"{spec}|decode|{k}"] = lambda c=codec, p=payload: c.decode(p)
+            ops[f"{spec}|requantize|{k}"] = lambda c=codec, p=payload: c.requantize(p, x, key, 0.25)
     shared = make_codec(SHARED)
     scale = shared.local_scale(x)
     pair = [shared.encode(x, ChunkKey(0, 1, 2, rank=r), scale=scale) for r in (1, 2)]
     for k in choices:
-        ops[f"{SHARED}|add|{k}"] = _with(k, lambda: shared.add(*pair))
+        codec = make_codec(SHARED, k)
+        ops[f"{SHARED}|add|{k}"] = lambda c=codec: c.add(*pair)
     randk = make_codec(RANDK)
     idx = randk.indices(n, key)
     values, rest = randk.split(x, key)
@@ -83,15 +76,16 @@ def measure(n: int, repeats: int) -> pd.DataFrame:
     ops["index_select"] = lambda: torch.index_select(x, 0, idx)
     ops["index_copy_"] = lambda: out.index_copy_(0, idx, values)
     for k in choices:
-        ops[f"{RANDK}|gather|{k}"] = _with(k, lambda: randk.split(x, key))
-        ops[f"{RANDK}|scatter|{k}"] = _with(k, lambda: randk.scatter(values, rest, out))
-    sharedk = make_codec(SHAREDK)
+        codec = make_codec(RANDK, k)
+        ops[f"{RANDK}|gather|{k}"] = lambda c=codec: c.split(x, key)
+        ops[f"{RANDK}|scatter|{k}"] = lambda c=codec: c.scatter(values, rest, out)
     gen = torch.Generator().manual_seed(1)
     state = ChunkState(torch.rand(n, generator=gen), torch.randint(1, 50, (n,), generator=gen).float(),
                        torch.rand(n, generator=gen) < 0.9)  # fmt: skip
     state.rate.mul_(state.seen)  # no rate where never sent
     for k in choices:
-        ops[f"{SHAREDK}|choose|{k}"] = _with(k, lambda: sharedk._choose(state, n, sharedk.k_for(n), key))
+        codec = make_codec(SHAREDK, k)
+        ops[f"{SHAREDK}|choose|{k}"] = lambda c=codec: c._choose(state, n, c.k_for(n), key)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

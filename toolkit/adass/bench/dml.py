@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -33,8 +32,9 @@ from ..data import load_dataset
 from ..metrics import MemorySink, StepRecord
 from ..runtime import train
 from ..tables import markdown_table
-from . import dml_straggler, write_report
+from . import dml_colocated, dml_straggler, write_report
 from .ddp import train_ddp
+from .dml_plans import FULL, QUICK, Plan
 
 __all__ = [
     "ADASS_COLUMNS", "CODECS", "COLUMNS", "DDP", "EXCHANGES", "FULL", "LINKS", "PS", "QSGD_RING", "QUICK",
@@ -55,43 +55,6 @@ COLUMNS = ["workers", "exchange", "codec", "link", "epoch_s", "epoch_vs_ps", "st
 ADASS_COLUMNS = ["sampler", "run", "workers", "seeds", "test_acc", "acc_sd_pts", "acc_vs_single_pts",
                  "diff_se_pts", "backprop_frac", "epoch_s"]  # fmt: skip
 RUN_COLUMNS = ["sampler", "run", "workers", "seed", "test_acc", "backprops", "epoch_s"]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Sizes of one benchmark invocation.
-
-    Attributes
-    ----------
-    setting : dict
-        Run options shared by every arm (data, model, batch, lr, epochs).
-    workers : tuple of int
-        Replica counts P.
-    adass : str
-        Sampler spec of part (b); ``adass_epochs`` long (it needs epochs past warm-up and final).
-    adass_seeds : tuple of int
-        Seeds of part (b): every run of it is repeated with each, and compared seed by seed.
-    ddp_pairs : int
-        Alternating rounds of DDP, ring fp32 and PS fp32 (no link) per P, for the ring's step-time
-        ratio to DDP and its epoch-time ratio to PS.
-    warm_up : bool
-        Run one untimed distributed epoch first, so no arm pays the workers' first-use costs.
-    """
-
-    setting: dict
-    workers: tuple[int, ...]
-    adass: str
-    adass_epochs: int
-    adass_seeds: tuple[int, ...]
-    ddp_pairs: int
-    warm_up: bool
-
-
-FULL = Plan({"data": "mnist5k", "model": "mlp:hidden=128", "batch_size": 64, "lr": 0.05, "epochs": 3},
-            (2, 4), "adass:eps=0.3,warmup=1,final=1", 6, tuple(range(10)), 5, True)  # fmt: skip
-QUICK = Plan({"data": "synthetic:n=480,d=8,classes=3,test=120", "model": "mlp:hidden=16", "batch_size": 32,
-              "lr": 0.1, "epochs": 1},
-             (2,), "adass:eps=0.3,warmup=0,final=0", 2, (0, 1), 1, False)  # fmt: skip
 
 
 def exchange_spec(exchange: str, codec: str) -> str:
@@ -384,8 +347,6 @@ def run(
         grid = _exchange_grid(base, handle, plan.workers, plan.ddp_pairs)
         runs = _adass_runs(base, handle, plan)
     adass = _adass_summary(runs)
-    from . import dml_colocated  # it reads this module's plans
-
     colocated_plan = dml_colocated.QUICK_PLAN if quick else dml_colocated.FULL_PLAN
     colocated = dml_colocated.grid(colocated_plan)
     text = _header(plan, time.perf_counter() - start, load)

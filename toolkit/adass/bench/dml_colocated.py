@@ -24,7 +24,7 @@ from ..config import RunConfig
 from ..metrics import MemorySink, StepRecord, TrafficRecord
 from ..tables import markdown_table
 from . import write_report
-from .dml import FULL, QUICK
+from .dml_plans import FULL, QUICK
 
 __all__ = [
     "COLUMNS",

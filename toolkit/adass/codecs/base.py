@@ -1,4 +1,5 @@
-"""The Codec protocol: what travels (Payload), what a codec declares, and seeded per-chunk randomness.
+"""The Codec protocol: what a codec declares and does to a chunk; the little types it speaks in
+(ChunkKey, Payload, seeded randomness) live in ``chunks.py``.
 
 Codecs do math only; they never call a collective. Exchanges move payloads and look only at the
 capabilities a codec declares.
@@ -6,121 +7,42 @@ capabilities a codec declares.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from .memory import Memory
-    from .sparse import Sparsifier
+from .chunks import ChunkKey, Payload, as_chunk, generator_for, seed_for, stable_seed
+from .kernels import REFERENCE
+from .kernels import choose as choose_kernels
+from .memory import Memory
 
 __all__ = [
-    "ChunkKey", "Codec", "KeyedValues", "Payload", "as_chunk", "generator_for", "seed_for", "stable_seed",
+    "ChunkKey", "Codec", "KeyedValues", "Payload", "Selector", "as_chunk", "generator_for", "seed_for",
+    "stable_seed",
 ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ChunkKey:
-    """Identifies one chunk of one step: every worker derives the same randomness from it.
+class Selector(Protocol):
+    """What an exchange asks of the part of a codec that keeps coordinates following from the chunk
+    key (a :class:`~adass.codecs.sparse.Sparsifier`)."""
 
-    Attributes
-    ----------
-    seed, step, chunk : int
-        Run seed, training step and chunk id. Randomness that all workers must share (the
-        coordinates random-k keeps) comes from these three only.
-    rank, hop : int
-        Who encodes, and at which hop of an exchange (both default 0). Randomness that must be
-        independent across workers (the stochastic rounding of QSGD) mixes these in too, so that
-        the rounding errors of different workers, or of re-encodings at successive ring hops, do
-        not line up. An exchange sets them with ``dataclasses.replace(key, rank=r, hop=h)``.
-    """
+    def k_for(self, numel: int) -> int:
+        """How many values a chunk of ``numel`` keeps."""
+        ...
 
-    seed: int
-    step: int
-    chunk: int
-    rank: int = 0
-    hop: int = 0
+    def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
+        """The kept values ``(k,)`` and the payload without them (indices, header)."""
+        ...
 
+    def expand(self, values: torch.Tensor, rest: Payload, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The dense chunk ``values`` and ``rest`` stand for (written into ``out`` when given)."""
+        ...
 
-def stable_seed(*parts: int | str) -> int:
-    """A 63-bit seed from a stable hash of ``parts`` (never Python's ``hash``, which is salted)."""
-    text = "/".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & (2**63 - 1)
-
-
-def generator_for(
-    key: ChunkKey,
-    salt: str = "",
-    device: str | torch.device = "cpu",
-    shared: bool = True,
-) -> torch.Generator:
-    """A ``torch.Generator`` seeded from (run seed, step, chunk, salt): same key, same draws.
-
-    Parameters
-    ----------
-    key : ChunkKey
-        The chunk being encoded.
-    salt : str
-        Separates the streams of different uses of one key (``"randk"``, ``"qsgd"``).
-    device : str or torch.device
-        Where the draws happen. CPU and CUDA generators give different streams, so workers that
-        must agree on draws must draw on the same device type.
-    shared : bool
-        True (default): the same on every worker (``key.rank`` and ``key.hop`` are ignored).
-        False: also seeded by ``key.rank`` and ``key.hop``, so independent across workers and hops.
-    """
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed_for(key, salt, shared))
-    return gen
-
-
-def seed_for(key: ChunkKey, salt: str = "", shared: bool = True) -> int:
-    """The 63-bit seed behind ``generator_for(key, salt, shared=shared)``."""
-    if shared:
-        return stable_seed(key.seed, key.step, key.chunk, salt)
-    return stable_seed(key.seed, key.step, key.chunk, salt, "rank", key.rank, key.hop)
-
-
-def as_chunk(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as a contiguous 1-D float32 tensor; anything not 1-D raises ValueError."""
-    if x.dim() != 1:
-        raise ValueError(f"codecs encode 1-D chunks; got a tensor of shape {tuple(x.shape)}")
-    return x.detach().to(torch.float32).contiguous()
-
-
-@dataclass
-class Payload:
-    """What travels between workers for one chunk.
-
-    Attributes
-    ----------
-    tensors : dict of str to Tensor
-        The data on the wire (packed codes, values, indices, scales).
-    numel : int
-        Length of the dense chunk this payload stands for.
-    header : dict
-        Small metadata (bits, counts); travels too, counted in ``header_bytes``.
-    header_bytes : int
-        Bytes the header costs on the wire (each codec documents its header fields and their sizes).
-    """
-
-    tensors: dict[str, torch.Tensor]
-    numel: int
-    header: dict[str, Any] = field(default_factory=dict)
-    header_bytes: int = 0
-
-    @property
-    def nbytes(self) -> int:
-        """Real size on the wire: tensor bytes plus header bytes."""
-        return self.header_bytes + sum(t.numel() * t.element_size() for t in self.tensors.values())
-
-    @property
-    def raw_bytes(self) -> int:
-        """Size of the same chunk as dense fp32."""
-        return 4 * self.numel
+    def scatter(self, values: torch.Tensor, rest: Payload, out: torch.Tensor) -> None:
+        """Write ``values`` (with any gain of the decode) at their coordinates of ``out`` (zeros)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -132,7 +54,7 @@ class KeyedValues:
 
     Attributes
     ----------
-    selector : Sparsifier
+    selector : Selector
         Picks the coordinates: ``split(x, key)`` gives the kept values and the rest of the payload,
         ``k_for(numel)`` their number, ``scatter(values, rest, out)`` writes them back (with any
         gain of the codec's decode) into ``out`` that holds zeros.
@@ -140,7 +62,7 @@ class KeyedValues:
         Encodes the ``(k,)`` vector of kept values; None: they travel as float32 as they are.
     """
 
-    selector: Sparsifier
+    selector: Selector
     values: Codec | None = None
 
 
@@ -174,6 +96,13 @@ class Codec(ABC):
         without bound; error feedback refuses such a codec.
     name : str
         The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
+
+    The codec's own setting:
+
+    kernels : {"reference", "fused"}
+        The kernels its methods run (``adass.codecs.kernels``), fixed when it is built: the
+        ``kernels`` argument, else the default of that moment. Both give the same bits; the choice
+        is not part of ``name``, and variants (``with_shared_scale``, ``under_memory``) keep it.
 
     Notes
     -----
@@ -212,6 +141,10 @@ class Codec(ABC):
     requantizable: bool = False
     contractive: bool = True
     name: str = "codec"
+    kernels: str = REFERENCE  # where a subclass never calls Codec.__init__: it has no fused paths
+
+    def __init__(self, kernels: str | None = None) -> None:
+        self.kernels = choose_kernels(kernels)
 
     @abstractmethod
     def encode(self, x: torch.Tensor, key: ChunkKey, scale: torch.Tensor | None = None) -> Payload:

@@ -36,7 +36,7 @@ class ErrorFeedback(Codec):
     inner : Codec
         The codec that does the encoding.
     memory : Memory, optional
-        Residual store; a new empty one by default.
+        Residual store; a new empty one by default, with the inner codec's kernels.
 
     Raises
     ------
@@ -54,8 +54,9 @@ class ErrorFeedback(Codec):
                 f"codec {self.name!r}: {inner.name!r} is not contractive (random-k's n/k gain), so the "
                 "error-feedback residual grows without bound; use scale=false"
             )
+        super().__init__(inner.kernels)
         self.inner = inner.under_memory()
-        self.memory = memory if memory is not None else self.memory_type()
+        self.memory = memory if memory is not None else self.memory_type(kernels=self.kernels)
         self.summable = inner.summable
         self.needs_shared_scale = inner.needs_shared_scale
         self.can_share_scale = inner.can_share_scale

@@ -24,6 +24,8 @@ class FloatCodec(Codec):
     ----------
     dtype_name : {"fp32", "fp16", "bf16"}
         The wire dtype.
+    kernels : {"reference", "fused"}, optional
+        Kept for the codecs that wrap it (``Codec.kernels``); its own math is torch's.
 
     Notes
     -----
@@ -35,7 +37,8 @@ class FloatCodec(Codec):
     needs_shared_scale = False
     fixed_size = True
 
-    def __init__(self, dtype_name: str = "fp32") -> None:
+    def __init__(self, dtype_name: str = "fp32", kernels: str | None = None) -> None:
+        super().__init__(kernels)
         if dtype_name not in _DTYPES:
             raise ValueError(f"dtype_name={dtype_name!r}; expected one of {'|'.join(_DTYPES)}")
         self.name = dtype_name
@@ -67,8 +70,8 @@ class FloatCodec(Codec):
 
 def _register(dtype_name: str, doc: str) -> None:
     @CODECS.register(dtype_name, doc=doc)
-    def build() -> FloatCodec:
-        return FloatCodec(dtype_name)
+    def build(kernels: str | None = None) -> FloatCodec:
+        return FloatCodec(dtype_name, kernels)
 
 
 _register("fp32", "dense float32, lossless")

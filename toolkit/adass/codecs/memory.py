@@ -13,13 +13,30 @@ really gave, and a residual carried over is never scaled by a later step's facto
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from .base import ChunkKey, Codec, Payload, as_chunk
+from .chunks import ChunkKey, Payload, as_chunk
+from .kernels import choose as choose_kernels
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "SentValues"]
+
+
+class SentValues(Protocol):
+    """What :meth:`Memory.absorb` asks of the codec that encoded a chunk (every Codec gives it)."""
+
+    def decode(self, payload: Payload) -> torch.Tensor:
+        """The dense chunk ``payload`` stands for."""
+        ...
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
+        """The coordinates whose values ``payload`` carries; None where every coordinate travels."""
+        ...
+
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The decoded values at ``sent_coordinates(payload)`` alone, where the codec can give them."""
+        ...
 
 
 class Memory:
@@ -30,6 +47,9 @@ class Memory:
     owns_momentum : bool
         Whether the memory applies the optimizer's momentum itself (then the optimizer must not);
         False for plain error feedback.
+    kernels : {"reference", "fused"}
+        The kernels of memories with fused paths (``adass.codecs.kernels``), fixed when built: the
+        argument, else the default of that moment.
     """
 
     owns_momentum = False
@@ -37,7 +57,8 @@ class Memory:
     #: take just those values (``arrived``) when a sparsifier sent them
     reads_sent_only = False
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: str | None = None) -> None:
+        self.kernels = choose_kernels(kernels)
         self.residuals: dict[int, torch.Tensor] = {}
         self._carried: dict[int, torch.Tensor | None] = {}  # what this step's compensation added
 
@@ -73,7 +94,7 @@ class Memory:
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
 
-    def absorb(self, codec: Codec, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
+    def absorb(self, codec: SentValues, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
         """:meth:`update` from what ``codec`` made of ``x_compensated`` (``payload``): decoded in full,
         or, for a memory that reads the sent coordinates alone, just the values sent there where the
         codec gives them (``Codec.decode_sent``), with no dense chunk of zeros to decode into."""

@@ -38,12 +38,14 @@ class MomentumMemory(Memory):
     ----------
     momentum : float
         The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
+    kernels : {"reference", "fused"}, optional
+        Fixed now (see :class:`~adass.codecs.memory.Memory`); None: the default.
     """
 
     owns_momentum = True
 
-    def __init__(self, momentum: float = 0.0) -> None:
-        super().__init__()
+    def __init__(self, momentum: float = 0.0, kernels: str | None = None) -> None:
+        super().__init__(kernels)
         self.momentum = float(momentum)
         self.velocities: dict[int, torch.Tensor] = {}
         self._pending: dict[int, torch.Tensor] = {}  # this step's velocity, until ``update``

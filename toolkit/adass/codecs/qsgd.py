@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from ..registry import Param
-from . import kernels
 from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
+from .kernels import FUSED
 from .packing import bits_for, code_dtype, pack_bits, packed_nbytes, unpack_bits
 from .spec import CODECS, canonical
 
@@ -107,6 +107,10 @@ class QSGD(Codec):
         Scale of a bucket: max-abs or Euclidean norm.
     shared : bool
         Shared-scale mode: ``encode`` takes an agreed ``scale`` and payloads are summable.
+    rounding : {"auto", "stochastic", "nearest"}
+        How values round to levels (``auto``: stochastic, nearest under a memory).
+    kernels : {"reference", "fused"}, optional
+        The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
     """
 
     fixed_size = True
@@ -121,7 +125,9 @@ class QSGD(Codec):
         norm: str = "max",
         shared: bool = False,
         rounding: str = "auto",
+        kernels: str | None = None,
     ):
+        super().__init__(kernels)
         values = {"bits": bits, "bucket": bucket, "norm": norm, "shared": shared, "rounding": rounding}
         for k, p in PARAMS.items():
             values[k] = p.convert("codec 'qsgd'", k, values[k])
@@ -135,7 +141,11 @@ class QSGD(Codec):
 
     def with_shared_scale(self) -> QSGD:
         """The same quantizer in shared-scale mode (summable)."""
-        return self if self.shared else QSGD(self.bits, self.bucket, self.norm, True, self.rounding)
+        return (
+            self
+            if self.shared
+            else QSGD(self.bits, self.bucket, self.norm, True, self.rounding, self.kernels)
+        )
 
     def under_memory(self) -> QSGD:
         """``rounding=auto`` becomes ``nearest``: a memory carries what rounding drops to the next
@@ -145,7 +155,7 @@ class QSGD(Codec):
         step after step; rounding to the nearest level never errs by more than ``|x|``."""
         if self.rounding != "auto":
             return self
-        return QSGD(self.bits, self.bucket, self.norm, self.shared, "nearest")
+        return QSGD(self.bits, self.bucket, self.norm, self.shared, "nearest", self.kernels)
 
     def bytes_per_value(self) -> float:
         return self.bits / 8 + 4 / self.bucket
@@ -214,7 +224,7 @@ class QSGD(Codec):
     def _fusable(self, x: torch.Tensor, scale: torch.Tensor | None) -> bool:
         """Whether the fused kernel encodes ``x``: selected, CPU float32, 2, 4 or 8 bits (buckets of whole bytes), max-abs
         scale, float32 math (no scale below ``2**-100``)."""
-        if not (kernels.fused_enabled() and self.bits in (8, 4, 2) and x.device.type == "cpu"):
+        if not (self.kernels == FUSED and self.bits in (8, 4, 2) and x.device.type == "cpu"):
             return False
         if x.dtype != torch.float32 or x.numel() == 0 or self.bucket % (8 // self.bits):
             return False
@@ -362,7 +372,7 @@ class QSGD(Codec):
         spacing = (scale.to(torch.float64) * (2 / self.levels)).to(out.dtype)
         codes = payload.tensors["codes"]
         if (
-            kernels.fused_enabled() and width in (8, 4, 2) and out.dtype == torch.float32 and n
+            self.kernels == FUSED and width in (8, 4, 2) and out.dtype == torch.float32 and n
             and out.device.type == "cpu" and codes.device.type == "cpu" and out.is_contiguous()
         ):  # fmt: skip
             from .kernels import fused
@@ -384,7 +394,7 @@ class QSGD(Codec):
             raise ValueError(f"{self.name}: payloads were encoded with different scales")
         count = a.header["count"] + b.header["count"]
         width = max(self.bits, bits_for(count * self.levels))
-        if kernels.fused_enabled() and a.tensors["codes"].device.type == "cpu" and width <= 16:
+        if self.kernels == FUSED and a.tensors["codes"].device.type == "cpu" and width <= 16:
             return self._add_fused(a, b, width, count)
         total = self.codes(a, code_dtype(width)) + self.codes(b, code_dtype(width))
         return self._payload(total, a.tensors["scales"], a.numel, count)
@@ -425,6 +435,8 @@ class QSGD(Codec):
 
 
 @CODECS.register("qsgd", **PARAMS)
-def build_qsgd(bits: int, bucket: int, norm: str, shared: bool, rounding: str) -> QSGD:
+def build_qsgd(
+    bits: int, bucket: int, norm: str, shared: bool, rounding: str, kernels: str | None = None
+) -> QSGD:
     """b-bit quantization, one scale per bucket; stochastic rounding (unbiased) by default"""
-    return QSGD(bits, bucket, norm, shared, rounding)
+    return QSGD(bits, bucket, norm, shared, rounding, kernels)

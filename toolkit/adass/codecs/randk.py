@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 
 from ..registry import Param
-from . import kernels
 from .base import ChunkKey, KeyedValues, Payload, as_chunk, generator_for
+from .kernels import FUSED
 from .sampling import IndexCache, block_sample, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
@@ -46,10 +46,10 @@ PARAMS = {
 }
 
 
-def _fusable(x: torch.Tensor, idx: torch.Tensor) -> bool:
-    """Whether the fused gather/scatter handles ``x`` (selected, CPU, contiguous float32)."""
+def _fusable(kernels: str, x: torch.Tensor, idx: torch.Tensor) -> bool:
+    """Whether the fused gather/scatter handles ``x`` (``kernels`` fused, CPU, contiguous float32)."""
     return (
-        kernels.fused_enabled() and x.device.type == "cpu" and x.dtype == torch.float32
+        kernels == FUSED and x.device.type == "cpu" and x.dtype == torch.float32
         and x.is_contiguous() and not x.requires_grad and idx.numel() > 0
     )  # fmt: skip
 
@@ -70,6 +70,8 @@ class RandomK(Sparsifier):
     block : int
         Keep the coordinates in runs of this many neighbours (``sampling.block_sample``); 1: each
         drawn on its own. The canonical name leaves it out when 1.
+    kernels : {"reference", "fused"}, optional
+        The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
     """
 
     summable = True
@@ -77,7 +79,15 @@ class RandomK(Sparsifier):
     fixed_size = True
     lossless = False
 
-    def __init__(self, ratio: float = 0.01, scale: bool = True, warmup: int = 0, block: int = 1) -> None:
+    def __init__(
+        self,
+        ratio: float = 0.01,
+        scale: bool = True,
+        warmup: int = 0,
+        block: int = 1,
+        kernels: str | None = None,
+    ) -> None:
+        super().__init__(kernels)
         self.ratio = PARAMS["ratio"].convert("codec 'randk'", "ratio", ratio)
         self.scale = PARAMS["scale"].convert("codec 'randk'", "scale", scale)
         self.warmup = PARAMS["warmup"].convert("codec 'randk'", "warmup", warmup)
@@ -108,15 +118,15 @@ class RandomK(Sparsifier):
         def draw() -> torch.Tensor:
             gen = generator_for(key, "randk", device=device, shared=True)
             if self.block > 1:
-                return block_sample(numel, k, self.block, gen, device)
-            return distinct_sample(numel, k, gen, device)
+                return block_sample(numel, k, self.block, gen, device, kernels=self.kernels)
+            return distinct_sample(numel, k, gen, device, kernels=self.kernels)
 
         return self._cache.get(cache_key, draw)
 
     def split(self, x: torch.Tensor, key: ChunkKey) -> tuple[torch.Tensor, Payload]:
         """The values at the shared coordinates, and a header naming the chunk."""
         idx = self.indices(x.numel(), key, x.device)
-        if _fusable(x, idx):
+        if _fusable(self.kernels, x, idx):
             from .kernels import fused
 
             values = torch.empty(idx.numel(), dtype=x.dtype)
@@ -139,7 +149,7 @@ class RandomK(Sparsifier):
         if k:
             gain = n / k if self.scale else 1.0
             idx = self.indices(n, ChunkKey(h["seed"], h["step"], h["chunk"]), values.device, k)
-            if _fusable(out, idx) and values.device.type == "cpu" and out.numel() == n:
+            if _fusable(self.kernels, out, idx) and values.device.type == "cpu" and out.numel() == n:
                 from .kernels import fused
 
                 v = values.detach().to(torch.float32).contiguous()
@@ -191,6 +201,6 @@ class RandomK(Sparsifier):
 
 
 @CODECS.register("randk", **PARAMS)
-def build_randk(ratio: float, scale: bool, warmup: int, block: int) -> RandomK:
+def build_randk(ratio: float, scale: bool, warmup: int, block: int, kernels: str | None = None) -> RandomK:
     """random-k with coordinates shared through the chunk key; only values travel"""
-    return RandomK(ratio, scale, warmup, block)
+    return RandomK(ratio, scale, warmup, block, kernels)

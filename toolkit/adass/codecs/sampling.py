@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 import torch
 
-from . import kernels
+from .kernels import FUSED, REFERENCE
 
 __all__ = ["IndexCache", "block_sample", "distinct_sample"]
 
@@ -69,7 +69,7 @@ def _sorted_unique(n: int, m: int, gen: torch.Generator) -> torch.Tensor:
     return torch.from_numpy(out[: fused.sorted_unique(logs.numpy(), n, out)])
 
 
-def _drop_uniform(values: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+def _drop_uniform(values: torch.Tensor, k: int, gen: torch.Generator, kernels: str) -> torch.Tensor:
     """``values`` without ``values.numel() - k`` of its entries chosen uniformly (order kept)."""
     u = values.numel()
     if u == k:
@@ -77,7 +77,7 @@ def _drop_uniform(values: torch.Tensor, k: int, gen: torch.Generator) -> torch.T
     if u < _PERMUTE_BELOW:
         drop = torch.randperm(u, generator=gen, device=values.device)[: u - k]
     else:
-        drop = distinct_sample(u, u - k, gen, values.device)
+        drop = distinct_sample(u, u - k, gen, values.device, kernels=kernels)
     keep = torch.ones(u, dtype=torch.bool, device=values.device).index_fill_(0, drop, False)
     if values.device.type == "cpu":  # numpy compacts about 4x faster than masked_select here
         return torch.from_numpy(values.numpy()[keep.numpy()])
@@ -85,21 +85,21 @@ def _drop_uniform(values: torch.Tensor, k: int, gen: torch.Generator) -> torch.T
 
 
 def _distinct_sorted(
-    n: int, k: int, gen: torch.Generator, device: torch.device, first_draws: int | None
+    n: int, k: int, gen: torch.Generator, device: torch.device, first_draws: int | None, kernels: str
 ) -> torch.Tensor:
     """A uniform k-subset of ``[0, n)``, sorted, for ``0 < k <= n``: the distinct values of a
     stream of draws long enough to hold ``k``, thinned to exactly ``k``."""
     # the same values as int32 where they fit: every pass over them takes about half the time
     kind = torch.int32 if n <= _INT32_LIMIT else torch.int64
     batch = _draws_needed(n, 0, k) if first_draws is None else max(1, first_draws)
-    if device.type == "cpu" and kernels.fused_enabled():
+    if device.type == "cpu" and kernels == FUSED:
         have = _sorted_unique(n, batch, gen)
     else:
         have = torch.unique_consecutive(_sorted_draws(n, batch, gen, device, kind))
     while have.numel() < k:  # rare with the default first round
         more = _sorted_draws(n, _draws_needed(n, have.numel(), k), gen, device, kind)
         have = torch.unique(torch.cat([have, more]))  # sorted
-    return _drop_uniform(have, k, gen).to(torch.int64)
+    return _drop_uniform(have, k, gen, kernels).to(torch.int64)
 
 
 def distinct_sample(
@@ -108,6 +108,7 @@ def distinct_sample(
     gen: torch.Generator,
     device: str | torch.device = "cpu",
     first_draws: int | None = None,
+    kernels: str = REFERENCE,
 ) -> torch.Tensor:
     """``k`` distinct coordinates of ``[0, n)``, sorted, uniform over k-subsets.
 
@@ -122,6 +123,8 @@ def distinct_sample(
     first_draws : int, optional
         How many integers to draw in the first round (default: enough for ``k`` distinct ones
         nearly always). Later rounds top up until ``k`` distinct values are in hand.
+    kernels : {"reference", "fused"}
+        The kernels of the draws' tail on the CPU (the caller's codec's); the same bits either way.
 
     Returns
     -------
@@ -134,15 +137,20 @@ def distinct_sample(
     if 2 * k <= n:
         if k == 0:
             return torch.empty(0, dtype=torch.int64, device=device)
-        return _distinct_sorted(n, k, gen, device, first_draws)
+        return _distinct_sorted(n, k, gen, device, first_draws, kernels)
     keep = torch.ones(n, dtype=torch.bool, device=device)
     if k < n:  # draw the n - k coordinates to leave out: their complement is a uniform k-subset
-        keep[_distinct_sorted(n, n - k, gen, device, first_draws)] = False
+        keep[_distinct_sorted(n, n - k, gen, device, first_draws, kernels)] = False
     return keep.nonzero().flatten()
 
 
 def block_sample(
-    n: int, k: int, block: int, gen: torch.Generator, device: str | torch.device = "cpu"
+    n: int,
+    k: int,
+    block: int,
+    gen: torch.Generator,
+    device: str | torch.device = "cpu",
+    kernels: str = REFERENCE,
 ) -> torch.Tensor:
     """``k`` distinct coordinates of ``[0, n)``, sorted, taken in runs of ``block`` neighbours.
 
@@ -152,17 +160,17 @@ def block_sample(
     position of the rotated chunk, each is kept with probability ``(expected count kept) / n = k / n``,
     as under :func:`distinct_sample`, though coordinates of one block go together. The draws cost
     about ``k / block`` values instead of ``k``. Falls back to :func:`distinct_sample` where the
-    whole blocks cannot hold ``k`` (or ``block`` is 1).
+    whole blocks cannot hold ``k`` (or ``block`` is 1). ``kernels`` as :func:`distinct_sample` takes it.
     """
     if not 0 <= k <= n:
         raise ValueError(f"cannot draw k={k} distinct coordinates out of n={n}")
     device = torch.device(device)
     whole, chosen = n // block, -(-k // block)
     if block <= 1 or k == 0 or chosen > whole:
-        return distinct_sample(n, k, gen, device)
+        return distinct_sample(n, k, gen, device, kernels=kernels)
     offset = int(torch.randint(n, (1,), generator=gen, device=device))
-    starts = distinct_sample(whole, chosen, gen, device) * block
-    if device.type == "cpu" and kernels.fused_enabled():
+    starts = distinct_sample(whole, chosen, gen, device, kernels=kernels) * block
+    if device.type == "cpu" and kernels == FUSED:
         from .kernels import fused
 
         out = np.empty(k, dtype=np.int64)

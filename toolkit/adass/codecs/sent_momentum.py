@@ -25,31 +25,31 @@ from typing import Any
 
 import torch
 
-from . import kernels
 from .base import ChunkKey, as_chunk
+from .kernels import FUSED
 from .memory import Memory
 from .momentum import MomentumMemory
 
 __all__ = ["SentMomentumMemory"]
 
 
-def _dense_fusable(*tensors: torch.Tensor | None) -> bool:
-    """Whether fused loops may read and write these chunks (None: absent): the fused kernels
-    selected, and every tensor on the CPU, contiguous, float32, of no autograd graph, all of one
+def _dense_fusable(kernels: str, *tensors: torch.Tensor | None) -> bool:
+    """Whether fused loops may read and write these chunks (None: absent): ``kernels`` fused,
+    and every tensor on the CPU, contiguous, float32, of no autograd graph, all of one
     length."""
     present = [t for t in tensors if t is not None]
-    return kernels.fused_enabled() and all(
+    return kernels == FUSED and all(
         t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad
         and t.numel() == present[0].numel() for t in present
     )  # fmt: skip
 
 
-def _fusable(*tensors: torch.Tensor | None) -> bool:
+def _fusable(kernels: str, *tensors: torch.Tensor | None) -> bool:
     """Whether ``update``'s sparse case can run fused: the dense chunks as ``_dense_fusable`` asks,
     and the coordinates (the last) int64 on the CPU, contiguous."""
     *dense, sent = tensors
     return (
-        _dense_fusable(*dense) and sent is not None and sent.device.type == "cpu"
+        _dense_fusable(kernels, *dense) and sent is not None and sent.device.type == "cpu"
         and sent.dtype == torch.int64 and sent.is_contiguous()
     )  # fmt: skip
 
@@ -61,19 +61,21 @@ class SentMomentumMemory(MomentumMemory):
     ----------
     momentum : float
         The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
+    kernels : {"reference", "fused"}, optional
+        Fixed now (see :class:`~adass.codecs.memory.Memory`); None: the default.
     """
 
     reads_sent_only = True
 
-    def __init__(self, momentum: float = 0.0) -> None:
-        super().__init__(momentum)
+    def __init__(self, momentum: float = 0.0, kernels: str | None = None) -> None:
+        super().__init__(momentum, kernels)
         self._sent: dict[int, torch.Tensor | None] = {}  # this step's sent coordinates, until ``settle``
 
     def compensate(self, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:
         """``r + x + m * u`` to encode (asking twice in one step gives the same answer)."""
         x = as_chunk(x)
         residual, u = self.residuals.get(key.chunk), self.velocities.get(key.chunk)
-        if residual is not None and u is not None and _dense_fusable(x, residual, u):
+        if residual is not None and u is not None and _dense_fusable(self.kernels, x, residual, u):
             from .kernels import fused
 
             accumulation, decayed, y = (torch.empty_like(x) for _ in range(3))
@@ -123,7 +125,7 @@ class SentMomentumMemory(MomentumMemory):
             arrived = arrived.to(device=y.device, dtype=torch.float32)
             residual = accumulation
             velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device)
-            if _fusable(y, accumulation, decayed, sent) and arrived.is_contiguous():
+            if _fusable(self.kernels, y, accumulation, decayed, sent) and arrived.is_contiguous():
                 from .kernels import fused
 
                 before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from ..registry import Param
-from . import kernels
 from .base import ChunkKey, generator_for
+from .kernels import FUSED
 from .randk import PARAMS as RANDK_PARAMS
 from .randk import RandomK
 from .sampling import distinct_sample
@@ -62,10 +62,10 @@ GROWTH: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _seen_total(state: ChunkState) -> tuple[int, float]:
+def _seen_total(state: ChunkState, kernels: str) -> tuple[int, float]:
     """How many coordinates of the chunk were sent before, and the float64 sum of their rates
     (lane by lane as ``select.seen_total`` adds them, so that both paths score alike)."""
-    if kernels.fused_enabled() and _plain_cpu(state):
+    if kernels == FUSED and _plain_cpu(state):
         from .kernels import select
 
         count, total = select.seen_total(state.rate.numpy(), state.seen.numpy())
@@ -127,10 +127,10 @@ def top_sorted(scores: torch.Tensor, top: int, pick: Callable[[int, int], torch.
     return torch.sort(torch.cat([above.nonzero().flatten(), ties])).values
 
 
-def _with_rest(best: torch.Tensor, positions: torch.Tensor, numel: int) -> torch.Tensor:
+def _with_rest(best: torch.Tensor, positions: torch.Tensor, numel: int, kernels: str) -> torch.Tensor:
     """``best`` (increasing) joined by the coordinates at ``positions`` (increasing) among those
     of ``[0, numel)`` not in ``best``, increasing: a merge walk with the fused kernels, else a mask."""
-    if kernels.fused_enabled():
+    if kernels == FUSED:
         from .kernels import select
 
         drawn = np.empty(positions.numel(), dtype=np.int64)
@@ -197,6 +197,8 @@ class SharedK(RandomK):
         (every coordinate is sent once before the scores take over: a sweep at the start).
     warmup : int
         Epochs of ratio warm-up (``warmup.py``).
+    kernels : {"reference", "fused"}, optional
+        The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
 
     Notes
     -----
@@ -207,9 +209,9 @@ class SharedK(RandomK):
     """
 
     def __init__(self, ratio: float = 0.01, top: float = 0.9, growth: str = "walk", decay: float = 0.5,
-                 warmup: int = 0, unseen: str = "mean") -> None:  # fmt: skip
+                 warmup: int = 0, unseen: str = "mean", kernels: str | None = None) -> None:  # fmt: skip
         owner = "codec 'sharedk'"
-        super().__init__(ratio, scale=False, warmup=warmup)
+        super().__init__(ratio, scale=False, warmup=warmup, kernels=kernels)
         self.top = PARAMS["top"].convert(owner, "top", top)
         self.growth = PARAMS["growth"].convert(owner, "growth", growth)
         self.decay = PARAMS["decay"].convert(owner, "decay", decay)
@@ -242,15 +244,16 @@ class SharedK(RandomK):
 
     def _fill(self, state: ChunkState) -> float:
         """The rate scored for coordinates never sent (0.0, unused, where every one was sent)."""
-        count, total = _seen_total(state)
+        count, total = _seen_total(state, self.kernels)
         return 0.0 if count == state.seen.numel() else UNSEEN[self.unseen](count, total)
 
-    @staticmethod
-    def _ties(key: ChunkKey, equal: int, need: int) -> torch.Tensor:
+    def _ties(self, key: ChunkKey, equal: int, need: int) -> torch.Tensor:
         """Which ``need`` of ``equal`` tied scores the top share takes (ranks in index order,
         increasing): a uniform choice from the chunk key's shared seed, so that runs of equal
         scores (coordinates never sent, waiting alike) favour no part of the chunk."""
-        return distinct_sample(equal, need, generator_for(key, "sharedk-ties", shared=True))
+        return distinct_sample(
+            equal, need, generator_for(key, "sharedk-ties", shared=True), kernels=self.kernels
+        )
 
     def _choose(self, state: ChunkState, numel: int, k: int, key: ChunkKey) -> torch.Tensor:
         """The highest-score ``round(top * k)`` coordinates (ties: a shared-seed choice) and ``k``
@@ -259,14 +262,15 @@ class SharedK(RandomK):
         best = self._top(state, top_k, key)
         if top_k == k:
             return best
-        positions = distinct_sample(numel - top_k, k - top_k, generator_for(key, "sharedk", shared=True))
-        return _with_rest(best, positions, numel)
+        gen = generator_for(key, "sharedk", shared=True)
+        positions = distinct_sample(numel - top_k, k - top_k, gen, kernels=self.kernels)
+        return _with_rest(best, positions, numel, self.kernels)
 
     def _top(self, state: ChunkState, top_k: int, key: ChunkKey) -> torch.Tensor:
         """The ``top_k`` highest-score coordinates, increasing: the fused radix select or its
         pure-torch reference (the same indices)."""
         pick = lambda m, r: self._ties(key, m, r)  # noqa: E731
-        if not kernels.fused_enabled():
+        if self.kernels != FUSED:
             return top_sorted(self.scores(state), top_k, pick)
         if not top_k:
             return torch.empty(0, dtype=torch.int64)
@@ -286,7 +290,7 @@ class SharedK(RandomK):
         if state is None or state.rate.numel() != numel:
             state = self.states[key.chunk] = ChunkState.empty(numel)
         averaged = averaged.detach().to("cpu", torch.float32)
-        if kernels.fused_enabled() and _plain_cpu(state):
+        if self.kernels == FUSED and _plain_cpu(state):
             from .kernels import select
 
             select.observe(averaged.contiguous().numpy(), sent.numpy(), state.rate.numpy(), state.wait.numpy(),
@@ -317,6 +321,7 @@ class SharedK(RandomK):
 
 
 @CODECS.register("sharedk", **PARAMS)
-def build_sharedk(ratio: float, top: float, growth: str, decay: float, unseen: str, warmup: int) -> SharedK:
+def build_sharedk(ratio: float, top: float, growth: str, decay: float, unseen: str, warmup: int,
+                  kernels: str | None = None) -> SharedK:  # fmt: skip
     """random-k whose coordinates follow the shared averaged gradient: top scores plus a random rest"""
-    return SharedK(ratio, top, growth, decay, warmup, unseen)
+    return SharedK(ratio, top, growth, decay, warmup, unseen, kernels)

@@ -12,7 +12,8 @@ from abc import abstractmethod
 
 import torch
 
-from .base import ChunkKey, Codec, Payload, as_chunk
+from .base import Codec
+from .chunks import ChunkKey, Payload, as_chunk
 from .warmup import warmup_ratio
 
 __all__ = ["Sparsifier", "kept_count"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..registry import Param, Registry, SpecError, parse_spec, value_text
 from .base import Codec
+from .kernels import choose as choose_kernels
 
 __all__ = ["CODECS", "canonical", "make_codec"]
 
@@ -79,7 +80,7 @@ def _wrapped(text: str) -> str | None:
     return None
 
 
-def make_codec(spec: str) -> Codec:
+def make_codec(spec: str, kernels: str | None = None) -> Codec:
     """Build a codec from a spec string.
 
     Parameters
@@ -88,6 +89,9 @@ def make_codec(spec: str) -> Codec:
         ``fp32``, ``fp16``, ``bf16``, ``qsgd:bits=4,bucket=512``, ``randk:ratio=0.01``,
         ``topk:ratio=0.01``, stacks such as ``randk:ratio=0.01+qsgd:bits=8``, error feedback
         ``ef(SPEC)`` and momentum correction ``mc(SPEC)`` (or ``ef=true``/``mc=true`` on any part).
+    kernels : {"reference", "fused"}, optional
+        The kernels every part fixes (``Codec.kernels``); None: the default now
+        (``ADASS_CODEC_KERNELS``, see ``adass.codecs.kernels``).
 
     Returns
     -------
@@ -102,9 +106,10 @@ def make_codec(spec: str) -> Codec:
     text = str(spec).strip()
     if not text:
         raise SpecError("codec: an empty spec is not allowed")
+    kernels = choose_kernels(kernels)
     wrapper = _wrapped(text)
     if wrapper is not None:
-        inner = make_codec(text[len(wrapper) + 1 : -1])
+        inner = make_codec(text[len(wrapper) + 1 : -1], kernels)
         if inner.error_feedback()[1] is not None:
             twice = inner.name.startswith(wrapper + "(")
             raise SpecError(
@@ -125,7 +130,7 @@ def make_codec(spec: str) -> Codec:
     wraps = set().union(*(flags for _, flags in stripped))
     if len(wraps) > 1:
         raise SpecError(f"codec {text!r}: one of ef=true, mc=true and dmc=true at most")
-    codecs = [CODECS.build(p) for p, _ in stripped]
+    codecs = [CODECS.build(p, kernels=kernels) for p, _ in stripped]
     codec = codecs[-1]
     if len(codecs) > 1:
         from .stack import StackCodec

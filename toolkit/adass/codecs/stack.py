@@ -43,6 +43,7 @@ class StackCodec(Codec):
                 f"codec {outer.name + '+' + inner.name!r}: only a sparsifier (randk|topk) "
                 f"can stand before '+'; got {outer.name!r}"
             )
+        super().__init__(outer.kernels)  # both parts run their own kernels; make_codec builds them alike
         self.outer, self.inner = outer, inner
         self.name = f"{outer.name}+{inner.name}"
         self.summable = outer.summable and inner.summable

@@ -39,6 +39,8 @@ class TopK(Sparsifier):
     warmup : int
         Epochs of ratio warm-up (``warmup.py``); 0: ``ratio`` from the start. The canonical name
         leaves it out when 0.
+    kernels : {"reference", "fused"}, optional
+        Kept for the codecs that wrap it (``Codec.kernels``); its own math is torch's.
     """
 
     summable = False
@@ -46,7 +48,8 @@ class TopK(Sparsifier):
     fixed_size = True
     lossless = False
 
-    def __init__(self, ratio: float = 0.01, warmup: int = 0) -> None:
+    def __init__(self, ratio: float = 0.01, warmup: int = 0, kernels: str | None = None) -> None:
+        super().__init__(kernels)
         self.ratio = PARAMS["ratio"].convert("codec 'topk'", "ratio", ratio)
         self.warmup = PARAMS["warmup"].convert("codec 'topk'", "warmup", warmup)
         named = PARAMS if self.warmup else {"ratio": PARAMS["ratio"]}
@@ -79,6 +82,6 @@ class TopK(Sparsifier):
 
 
 @CODECS.register("topk", **PARAMS)
-def build_topk(ratio: float, warmup: int) -> TopK:
+def build_topk(ratio: float, warmup: int, kernels: str | None = None) -> TopK:
     """top-k by magnitude; values and packed indices travel; not summable"""
-    return TopK(ratio, warmup)
+    return TopK(ratio, warmup, kernels)

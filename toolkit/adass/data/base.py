@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from .standardization import Standardization
+from .feature_stats import Standardization
 
 __all__ = ["DataError", "DataNotFound", "Dataset", "image_dataset", "images_to_tensor", "labels_to_tensor"]
 

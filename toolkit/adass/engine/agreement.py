@@ -9,37 +9,13 @@ counts the bytes it sends to each peer (``take_bytes``); the engine records them
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
+from ..sampling.agreement import Agreement
+
 __all__ = ["Agreement", "AgreementBoard", "InProcAgreement", "LocalAgreement", "TorchAgreement"]
-
-
-@runtime_checkable
-class Agreement(Protocol):
-    """Collectives among the ``world`` replicas; every replica calls each one in the same order.
-
-    Attributes
-    ----------
-    rank, world : int
-        This replica and how many there are.
-    """
-
-    rank: int
-    world: int
-
-    def sum_int(self, value: int) -> int:
-        """The sum of every replica's ``value``."""
-        ...
-
-    def gather(self, values: torch.Tensor) -> list[torch.Tensor]:
-        """Every replica's 1-D float tensor (lengths may differ), in rank order, as float32."""
-        ...
-
-    def take_bytes(self) -> tuple[int, int]:
-        """``(raw_bytes, wire_bytes)`` sent to each peer since the last call; the count restarts."""
-        ...
 
 
 class _ByteCount:

@@ -251,7 +251,9 @@ def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
     return out.view(-1)
 
 
-def make_exchange(spec: str, transport: Transport, codec: Codec | str, **context: Any) -> Exchange:
+def make_exchange(
+    spec: str, transport: Transport, codec: Codec | str, *, kernels: str | None = None, **context: Any
+) -> Exchange:
     """Build an exchange from a spec (``ring:strategy=shared_scale``, ``ps:servers=2``).
 
     Parameters
@@ -262,6 +264,9 @@ def make_exchange(spec: str, transport: Transport, codec: Codec | str, **context
         This rank's endpoint.
     codec : Codec or str
         The gradient codec (checked against the exchange first).
+    kernels : {"reference", "fused"}, optional
+        The kernels a codec built here from its spec fixes (see ``adass.codecs.kernels``); None:
+        the default. A codec given built keeps its own.
     **context
         ``seed``, ``run``, ``epoch``.
 
@@ -270,7 +275,7 @@ def make_exchange(spec: str, transport: Transport, codec: Codec | str, **context
     SpecError
         A bad spec or an impossible exchange/codec pair, before anything is sent.
     """
-    codec = make_codec(codec) if isinstance(codec, str) else codec
+    codec = make_codec(codec, kernels) if isinstance(codec, str) else codec
     check(spec, codec)
     return EXCHANGES.build(spec, transport=transport, codec=codec, **context)
 

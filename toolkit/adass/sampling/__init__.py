@@ -2,6 +2,7 @@
 
 from . import adass, full, infobatch, random_subset, selective_backprop  # noqa: F401  (registers)
 from .adass import AdassSampler, drop_within_budget, global_dropper, global_pooler
+from .agreement import Agreement
 from .base import SAMPLERS, Sampler, SamplerBase, Selection, shuffled
 from .full import FullSampler
 from .infobatch import InfoBatchSampler
@@ -11,6 +12,7 @@ from .selective_backprop import SelectiveBackpropSampler
 __all__ = [
     "SAMPLERS",
     "AdassSampler",
+    "Agreement",
     "FullSampler",
     "InfoBatchSampler",
     "RandomSampler",

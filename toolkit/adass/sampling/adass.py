@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..registry import Param, SpecError
+from .agreement import Agreement
 from .base import SAMPLERS, SamplerBase, Selection, shuffled
-
-if TYPE_CHECKING:
-    from ..engine.agreement import Agreement
 
 __all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least"]
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from ..codecs.base import stable_seed
 from ..registry import Registry
-
-if TYPE_CHECKING:
-    from ..engine.agreement import Agreement
+from .agreement import Agreement
 
 __all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "shuffled"]
 

@@ -8,7 +8,8 @@ import torch
 
 from ...codecs.base import Payload
 from ..chunking import Piece
-from .reducer import CodecReducer, Context, Weighting
+from .codec_reducer import CodecReducer
+from .reducer import Context, Weighting
 
 __all__ = ["DirectAdd"]
 

@@ -1,9 +1,10 @@
 """What every ring reducer shares: how a rank's values enter the sum (:class:`Weighting`), what a
-reducer is given (:class:`Context`), and the reducer protocols: :class:`Reducer`, per-piece
-arithmetic (:class:`PieceReducer`), and :class:`CodecReducer` for payloads made by the codec.
+reducer is given (:class:`Context`), a rank's share of a step (:class:`Reducer`) and the per-piece
+arithmetic of a reduce-scatter (:class:`PieceReducer`).
 
-A reducer says what a rank sends first, what it forwards after adding its own share at a hop, and
-what the chunk's owner makes of the full sum; the ring schedule (``schedule.py``) does the moving.
+A reducer is arithmetic only: it says what a rank sends first, what it forwards after adding its own
+share at a hop, and what the chunk's owner makes of the full sum. It never moves a payload; a
+schedule (``schedule.py``, ``allgather.py``) does the moving and calls it.
 Sample counts travel inside the same payloads (``counts.py``): each rank adds its count to the
 partial sum it forwards, so the owner of a chunk ends with the step's total and no separate round
 of counts is needed.
@@ -15,22 +16,15 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING
 
 import torch
 
 from ...codecs import Codec, Memory
 from ...codecs.base import ChunkKey, Payload
-from ..chunking import ChunkLayout, Piece
-from ..counts import split_count, with_count
+from ..chunking import Piece
 from ..feedback import encode_own
-from ..transport.bare import BareLayout
 
-if TYPE_CHECKING:
-    from .schedule import RingExchange
-
-__all__ = ["FINAL_HOP", "CodecReducer", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
+__all__ = ["FINAL_HOP", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
 
 KeyFn = Callable[[int, int], ChunkKey]  # (piece id, hop) -> codec key of this rank
 FINAL_HOP = 1 << 16  # the hop in the key of an owner's final encoding: draws of its own
@@ -91,8 +85,10 @@ class Context:
     workspace: Callable[[int], torch.Tensor] | None = None
 
 
-class Reducer(ABC):
-    """How a ring reduces this rank's flat ``x``: one object per step, built from a :class:`Context`.
+class Reducer:
+    """This rank's part of one ring step: its flat ``x``, how it is weighted, and the step's total
+    once known. One object per step, built from a :class:`Context`; subclasses add the arithmetic
+    their schedule asks for.
 
     Attributes
     ----------
@@ -107,10 +103,6 @@ class Reducer(ABC):
         self.x, self.w = x, weighting
         self.total: float | None = None
         self._shares: dict[int, torch.Tensor] = {}
-
-    @abstractmethod
-    def run(self, ring: RingExchange, layout: ChunkLayout, out: torch.Tensor) -> None:
-        """Reduce ``x`` into ``out`` (the weighted mean over ranks) on ``ring``; set :attr:`total`."""
 
     def encode_own(self, values: torch.Tensor, pid: int, scale: torch.Tensor | None = None) -> Payload:
         """The codec payload of this rank's own ``values`` of piece ``pid`` (hop 0's key); with a
@@ -136,14 +128,12 @@ class Reducer(ABC):
         return None
 
 
-class PieceReducer(Reducer):
-    """Per-piece arithmetic of a ring reduce-scatter and all-gather, which the ring schedule
-    (``RingExchange.reduce_pieces``) drives."""
+class PieceReducer(Reducer, ABC):
+    """Per-piece arithmetic of a ring reduce-scatter and all-gather, which the pipelined schedule
+    (``schedule.reduce_pieces``) drives: prepare a piece, send it first, combine at each hop, finish
+    as the owner, place a final."""
 
     agreed = False  # both sides know every payload's size: it travels as one bare tensor
-
-    def run(self, ring: RingExchange, layout: ChunkLayout, out: torch.Tensor) -> None:
-        ring.reduce_pieces(layout, self, out)
 
     def warm(self, piece: Piece, out: torch.Tensor) -> None:
         """Work on ``piece`` that needs nothing from other ranks, done while transfers fly (``out``
@@ -181,100 +171,3 @@ class PieceReducer(Reducer):
     def gather_buffer(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
         """As ``reduce_buffer``, for the final payloads of the all-gather."""
         raise NotImplementedError(f"{type(self).__name__} payloads are framed")
-
-
-class CodecReducer(PieceReducer):
-    """Reducers whose payloads come from the codec: the count travels beside the codec's header.
-
-    Where the codec promises one layout and header per chunk length (``Codec.template``), or per
-    chunk length and chunk key (``Codec.keyed_template``: random-k, whose header names the key that
-    both sides of a ring transfer know), every payload travels bare (``bare.py``): just the tensors'
-    bytes, with the count in front, as an ``agreed`` transfer into a buffer posted early. Otherwise
-    payloads are framed.
-    """
-
-    def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
-        super().__init__(ctx, x, weighting, pieces)
-        self._bare_layouts: dict[int, BareLayout | None] = {}
-        self._keyed_layouts: dict[int, BareLayout | None] = {}  # by piece, for this step's keys
-
-    @property
-    def wire_codec(self) -> Codec:
-        """The codec whose payloads travel."""
-        return self.codec
-
-    @cached_property
-    def agreed(self) -> bool:  # type: ignore[override]
-        return self._bare(0) is not None or self.wire_codec.keyed_template(0, self.key(0, 0)) is not None
-
-    def _bare(self, numel: int) -> BareLayout | None:
-        if numel not in self._bare_layouts:
-            template = self.wire_codec.template(numel)
-            self._bare_layouts[numel] = None if template is None else BareLayout(template, self.counted)
-        return self._bare_layouts[numel]
-
-    def _layout(self, piece: Piece) -> BareLayout | None:
-        """The bare layout of ``piece``'s payloads: the codec's for the length, else (a header that
-        follows from the chunk key, as random-k's) the one of the piece's key this step."""
-        numel = self.wire_numel(piece)
-        bare = self._bare(numel)
-        if bare is not None or not self.agreed:
-            return bare
-        if piece.pid not in self._keyed_layouts:
-            template = self.wire_codec.keyed_template(numel, self.key(piece.pid, 0))
-            self._keyed_layouts[piece.pid] = None if template is None else BareLayout(template, self.counted)
-        return self._keyed_layouts[piece.pid]
-
-    def _out(self, piece: Piece, payload: Payload, count: float | None) -> Payload:
-        """What travels for a codec payload of ``piece`` and its partial count."""
-        bare = self._layout(piece)
-        if bare is not None:
-            return bare.pack(payload, count)
-        return with_count(payload, count) if self.counted else payload  # type: ignore[arg-type]
-
-    def _in(self, piece: Piece, received: Payload) -> tuple[Payload, float | None]:
-        """The codec payload and the partial count (None if unweighted) of what arrived."""
-        bare = self._layout(piece)
-        if bare is not None:
-            return bare.unpack(received)
-        return split_count(received) if self.counted else (received, None)
-
-    @abstractmethod
-    def _own(self, piece: Piece) -> Payload:
-        """The codec payload of this rank's share of ``piece`` (hop 0)."""
-
-    @abstractmethod
-    def _add(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        """The codec payload of ``received`` plus this rank's share (``hop`` -1: the owner's final)."""
-
-    def first(self, piece: Piece) -> Payload:
-        return self._out(piece, self._own(piece), self.w.count)
-
-    def combine(self, piece: Piece, received: Payload, hop: int) -> Payload:
-        inner, count = self._in(piece, received)
-        total = self._add(piece, inner, hop)
-        return self._out(piece, total, None if count is None else count + self.w.count)
-
-    def decode_into(self, piece: Piece, payload: Payload, dst: torch.Tensor) -> None:
-        """The dense values of ``piece`` from a final codec payload (without the count), written
-        into ``dst`` (the piece's part of the output)."""
-        self.codec.decode_into(payload, dst)
-
-    def place(self, piece: Piece, payload: Payload, out: torch.Tensor) -> None:
-        dst = out[piece.lo : piece.hi]
-        inner, total = self._in(piece, payload)
-        self.decode_into(piece, inner, dst)
-        if total is not None:
-            self.total = total
-            factor = self.w.factor(total)
-            if factor != 1.0:
-                dst.mul_(factor)
-
-    def reduce_buffer(self, piece: Piece) -> torch.Tensor:
-        bare = self._layout(piece)
-        if bare is None:
-            return super().reduce_buffer(piece)
-        return bare.empty(self.x.device)
-
-    def gather_buffer(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
-        return self.reduce_buffer(piece)

@@ -16,7 +16,8 @@ import torch
 from ...codecs import Codec
 from ...codecs.base import Payload
 from ..chunking import Piece
-from .reducer import FINAL_HOP, CodecReducer, Context, Weighting
+from .codec_reducer import CodecReducer
+from .reducer import FINAL_HOP, Context, Weighting
 
 __all__ = ["Requantize"]
 

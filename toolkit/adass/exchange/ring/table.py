@@ -1,5 +1,8 @@
-"""Which reducer a ring uses, from the capabilities a codec declares and the ring's strategy: the
-first row of :data:`REDUCERS` whose condition holds.
+"""Which reducer a ring uses, and which schedule drives it, from the capabilities a codec declares
+and the ring's strategy: the first row of :data:`REDUCERS` whose condition holds.
+
+Summable payloads go through the pipelined reduce-scatter (``schedule.py``) with a per-piece reducer;
+payloads that cannot add go round the sibling all-gather schedule (``allgather.py``).
 
 >>> from adass.codecs import make_codec
 >>> [choose(make_codec(c), "requantize").name for c in ("fp32", "fp16", "randk", "qsgd", "topk")]
@@ -12,17 +15,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from ...codecs import Codec
-from .allgather import AllGather
+from ..chunking import ChunkLayout
+from .allgather import gather_pieces
 from .dense import DenseAdd
 from .direct import DirectAdd
+from .gather_sum import GatherSum
+from .hops import Hops
 from .reducer import Reducer
 from .requantize import Requantize
+from .schedule import reduce_pieces
 from .shared import SharedScale
 from .sparse import SparseAdd
 
-__all__ = ["REDUCERS", "Row", "choose"]
+__all__ = ["REDUCERS", "Row", "Schedule", "choose"]
+
+#: ``schedule(hops, layout, reducer, out)``: moves one step's payloads and drives the row's reducer
+Schedule = Callable[[Hops, ChunkLayout, Any, torch.Tensor], None]
 
 
 @dataclass(frozen=True)
@@ -38,12 +51,16 @@ class Row:
         the ring's, ``feedback`` whether the own share must go through the exchange's memory (error
         feedback around a lossy codec, or momentum correction around any).
     build : type of Reducer
-        Built once per step.
+        The arithmetic, built once per step.
+    schedule : Schedule
+        What drives it: :func:`~adass.exchange.ring.schedule.reduce_pieces` (per-piece reducers) or
+        :func:`~adass.exchange.ring.allgather.gather_pieces` (:class:`GatherSum`).
     """
 
     name: str
     applies: Callable[[Codec, str, bool], bool]
     build: type[Reducer]
+    schedule: Schedule = reduce_pieces
 
 
 def _adds(codec: Codec) -> bool:
@@ -64,7 +81,7 @@ def _float_values(codec: Codec) -> bool:
 # quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
 # all-gather of payloads.
 REDUCERS: tuple[Row, ...] = (
-    Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", AllGather),
+    Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", GatherSum, gather_pieces),
     Row(
         "dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless and not feedback, DenseAdd
     ),
@@ -76,7 +93,7 @@ REDUCERS: tuple[Row, ...] = (
     Row("direct", lambda codec, strategy, feedback: _adds(codec), DirectAdd),
     Row("shared_scale", lambda codec, strategy, feedback: strategy == "shared_scale", SharedScale),
     Row("requantize", lambda codec, strategy, feedback: codec.requantizable, Requantize),
-    Row("allgather", lambda codec, strategy, feedback: True, AllGather),
+    Row("allgather", lambda codec, strategy, feedback: True, GatherSum, gather_pieces),
 )
 
 
