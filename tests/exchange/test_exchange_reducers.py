@@ -52,7 +52,7 @@ def test_a_new_codec_with_keyed_float_values_is_reduced_as_sparse_values() -> No
 )
 def test_replicas_on_threads_keep_the_kernels_their_codecs_were_built_with(codec: str) -> None:
     from adass.codecs import kernels
-    from adass.engine.virtual import on_threads
+    from adass.runtime import on_threads
 
     if not kernels.available():
         pytest.skip("numba does not import")
