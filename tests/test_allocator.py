@@ -11,7 +11,7 @@ import pytest
 from distributed import LocalCluster
 
 from adass.allocator import ENVIRON, dask_config, keep_freed_memory
-from adass.cluster.connect import connect
+from adass.runtime.cluster.connect import connect
 
 
 def _worker_environ() -> dict[str, str | None]:

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -35,7 +35,7 @@ import holoviews as hv
 import pandas as pd
 
 from adass import viz
-from adass.cluster import connect, train_distributed
+from adass.runtime.cluster import connect, train_distributed
 from adass.config import RunConfig
 from adass.metrics import EvalRecord, ParquetSink, load_run
 

@@ -43,7 +43,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
 from adass import viz
-from adass.compare import compare
+from adass.experiments.compare import compare
 from adass.config import RunConfig
 from adass.data import load_dataset
 from adass.metrics import EvalRecord, SelectionRecord

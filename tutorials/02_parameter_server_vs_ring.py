@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from adass import viz
-from adass.cluster import connect, train_distributed
+from adass.runtime.cluster import connect, train_distributed
 from adass.config import RunConfig
 from adass.exchange import EXCHANGES, InProcHub, Link, simulate
 from adass.exchange.ring.plain import PlainRing

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from adass.cluster import connect, train_distributed
+from adass.runtime.cluster import connect, train_distributed
 from adass.codecs import ChunkKey, make_codec
 from adass.config import RunConfig
 from adass.data import load_dataset
@@ -280,8 +280,8 @@ else:
 # notebook's own runs.
 
 # %%
-from adass.reproduce.claim_quantize import tolerance_pts
-from adass.reproduce.verdict import Check, checks_table, verdict
+from adass.experiments.reproduce.claim_quantize import tolerance_pts
+from adass.experiments.reproduce.verdict import Check, checks_table, verdict
 
 checks = []
 for row in table.iloc[1:].itertuples(index=False):

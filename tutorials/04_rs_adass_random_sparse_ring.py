@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from adass.cluster import connect, train_distributed
+from adass.runtime.cluster import connect, train_distributed
 from adass.codecs import ChunkKey, Memory, make_codec, warmup_ratio
 from adass.config import RunConfig
 from adass.exchange import simulate

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -34,8 +34,8 @@ import torch
 
 from distributed import LocalCluster
 
-from adass.cluster import connect, train_distributed
-from adass.cluster.bootstrap import backend
+from adass.runtime.cluster import connect, train_distributed
+from adass.runtime.cluster.bootstrap import backend
 from adass.config import RunConfig
 from adass.exchange import Link, simulate
 

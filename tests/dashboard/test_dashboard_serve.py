@@ -1,6 +1,6 @@
 """The served app: its script's flags and a page built for one session."""
 
-from adass.dashboard import app_options, app_path, build_app
+from adass.dashboard import app_options, build_app
 
 
 def test_app_options_and_page():
@@ -12,11 +12,6 @@ def test_app_options_and_page():
     assert options["policy"].schedulers == ("tcp://h:1",)  # the default scheduler is allowed
     page = build_app(poll=False)
     assert page.get_root() is not None
-
-
-def test_the_served_script_is_the_checkouts_app():
-    assert app_path() is not None and app_path().parent.name == "dashboard"
-    assert "adass.dashboard" in app_path().read_text()
 
 
 def test_panel_serve_of_the_checkouts_dashboards_app_answers_with_the_page(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from engine_cases import agreement_calls, on_threads, over_gloo
 
 from adass.engine import Agreement, AgreementBoard, InProcAgreement, LocalAgreement
-from adass.launch import run_processes
+from adass.runtime.launch import run_processes
 
 
 def test_local_agreement_is_a_world_of_one():

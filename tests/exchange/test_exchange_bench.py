@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from adass.bench import load_suite
-from adass.bench.exchange import THROTTLED, limits
+from adass.experiments.bench import load_suite
+from adass.experiments.bench.exchange import THROTTLED, limits
 
 
 def test_quick_bench_writes_both_files(tmp_path: Path, capsys) -> None:

@@ -20,7 +20,7 @@ from exchange_cases import (
 )
 
 from adass.exchange import InProcHub, Link, simulate
-from adass.launch import run_processes
+from adass.runtime.launch import run_processes
 
 
 @pytest.mark.parametrize("world", [2, 3])

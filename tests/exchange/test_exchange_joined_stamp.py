@@ -8,7 +8,7 @@ import multiprocessing
 from exchange_cases import stamped_values_over_gloo
 
 from adass.exchange.transport.gloo import JOINED_STAMP_MAX_BYTES
-from adass.launch import run_processes
+from adass.runtime.launch import run_processes
 
 
 def test_small_bare_tensors_travel_with_their_stamp_in_one_message() -> None:

@@ -16,10 +16,10 @@ from adass.config import RunConfig
 from adass.engine import ShardOptimizer
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.transport import Transfer
-from adass.launch import run_processes
 from adass.metrics import StepRecord, TrafficRecord
 from adass.registry import SpecError
 from adass.runtime import on_threads, train
+from adass.runtime.launch import run_processes
 
 DATA = "synthetic:n=203,d=6,classes=3,test=50"  # an odd size: shards and last batches differ
 

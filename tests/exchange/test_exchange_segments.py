@@ -11,7 +11,7 @@ from exchange_cases import ring_pair_over_gloo, segmented_ring_over_gloo
 
 from adass.exchange.transport import LOOPBACK_SEGMENT_BYTES, NETWORK_SEGMENT_BYTES, segment_bytes_for
 from adass.exchange.transport.segments import is_loopback
-from adass.launch import run_processes
+from adass.runtime.launch import run_processes
 
 
 @pytest.mark.parametrize(

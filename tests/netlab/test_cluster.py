@@ -16,8 +16,8 @@ import torch
 from lab_cases import lab
 
 from adass.allocator import ENVIRON
-from adass.cluster import read_checkpoint
 from adass.netlab import start_cluster
+from adass.runtime.cluster import read_checkpoint
 
 pytestmark = pytest.mark.netlab
 

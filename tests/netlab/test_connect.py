@@ -12,7 +12,7 @@ pytestmark = pytest.mark.netlab
 
 JOIN = """
 import pathlib, sys, time
-from adass.cluster.bootstrap import GroupConnectError, init_group
+from adass.runtime.cluster.bootstrap import GroupConnectError, init_group
 master, rank, host, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3], pathlib.Path(sys.argv[4])
 (folder / f"ready{rank}").touch()  # imports done: both ranks start the 2 s rendezvous together
 deadline = time.time() + 120

@@ -12,7 +12,7 @@ APP_MODULES = (
     "threading",
     "queue",
     "adass.dashboard",
-    "adass.cluster",
+    "adass.runtime.cluster",
     "adass.runtime",
     "adass.engine",
 )

@@ -1,7 +1,7 @@
 """The live dashboard app: page, option controls, a run in the background, its messages and serving.
 
 Views come from :mod:`adass.viz`; :data:`~adass.dashboard.views.VIEWS` says which the page shows, what
-each reads and where it sits. ``adass dashboard`` and ``adass/dashboard/app.py`` serve the page.
+each reads and where it sits. ``adass dashboard`` and a checkout's ``dashboards/app.py`` serve the page.
 """
 
 from .comparison import RunComparison
@@ -22,7 +22,7 @@ from .messages import (
 )
 from .page import Dashboard
 from .runner import BackgroundRun, new_run_id, run_colocated, run_world
-from .serve import app_options, app_path, build_app, serve_dashboard
+from .serve import app_options, build_app, serve_dashboard
 from .spec_editor import SpecEditor
 from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
@@ -54,7 +54,6 @@ __all__ = [
     "TrafficRows",
     "View",
     "app_options",
-    "app_path",
     "build_app",
     "new_run_id",
     "run_colocated",

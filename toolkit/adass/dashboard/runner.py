@@ -17,8 +17,8 @@ from ..config import RunConfig
 from ..data import DataError, load_dataset, standardization_record
 from ..engine import RunStore
 from ..metrics import MemorySink, ParquetSink
-from ..model_memory import check_model_fits
 from ..registry import SpecError
+from ..runtime.model_memory import check_model_fits
 from .feed import LiveFeed, LiveSink, StopRun
 from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
 from .policy import RunPolicy

@@ -1,6 +1,7 @@
-"""Build the dashboard page and serve it: ``adass dashboard`` and ``adass/dashboard/app.py`` both come here.
+"""Build the dashboard page and serve it: ``adass dashboard`` and a checkout's ``dashboards/app.py``
+both come here.
 
-``panel serve PATH/TO/adass/dashboard/app.py --args --runs DIR --scheduler tcp://HOST:8786`` works as well; the app
+``panel serve dashboards/app.py --args --runs DIR --scheduler tcp://HOST:8786`` works as well; the app
 reads those flags with :func:`app_options`.
 """
 
@@ -11,7 +12,6 @@ import secrets
 import signal
 import socket
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..registry import SpecError
 from .page import Dashboard
 from .policy import RunPolicy
 
-__all__ = ["app_options", "app_path", "build_app", "serve_dashboard"]
+__all__ = ["app_options", "build_app", "serve_dashboard"]
 
 
 #: a page closed (no connection left) for 5 s ends its session, checked every 2 s, and the session's
@@ -33,7 +33,7 @@ def app_options(argv: Sequence[str]) -> dict[str, Any]:
     """``--runs DIR``, ``--scheduler ADDR`` and the run policy (``--data-dir DIR``, ``--allow-scheduler
     ADDR``, ``--max-workers N``, each data-dir and scheduler flag repeatable) from a served script's
     arguments -> ``build_app`` keywords."""
-    parser = argparse.ArgumentParser(prog="adass/dashboard/app.py", add_help=False)
+    parser = argparse.ArgumentParser(prog="dashboards/app.py", add_help=False)
     parser.add_argument("--runs", default=None)
     parser.add_argument("--scheduler", default="")
     parser.add_argument("--data-dir", action="append", default=[])
@@ -71,12 +71,6 @@ def build_app(
     return dashboard.panel()
 
 
-def app_path() -> Path | None:
-    """The servable page ``adass/dashboard/app.py``, shipped as package data (None if it is missing)."""
-    path = Path(str(resources.files(__package__) / "app.py"))
-    return path if path.is_file() else None
-
-
 def _loopback(address: str) -> bool:
     return address in ("127.0.0.1", "localhost", "::1") or address.startswith("127.")
 
@@ -108,14 +102,12 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
                     token: str = "") -> None:  # fmt: skip
     """Serve the dashboard until interrupted (Ctrl-C or SIGTERM).
 
-    The page is ``adass/dashboard/app.py`` (so ``panel serve`` and this serve
-    the same file), else the same app built here. Its runs read data files only inside ``data_dirs``
+    Every session gets the page :func:`build_app` makes from the same flags a served
+    ``dashboards/app.py`` reads (so ``panel serve`` and this serve the same page). Its runs read data files only inside ``data_dirs``
     and use only ``scheduler`` and ``allow_schedulers`` (see :class:`RunPolicy`). Listening beyond
     this machine (an ``address`` other than loopback) needs a ``token``: the page asks for it as a
     password.
     """
-    from panel.io.application import build_single_handler_application
-
     if not _loopback(address) and not token:
         raise SpecError(f"--address: {address} is reachable from other machines; give --token SECRET "
                         "(the page then asks for it)")  # fmt: skip
@@ -124,9 +116,11 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
             *[arg for d in data_dirs for arg in ("--data-dir", str(d))],
             *[arg for a in allow_schedulers for arg in ("--allow-scheduler", a)],
             "--max-workers", str(max_workers)]  # fmt: skip
-    script = app_path()
-    app: Any = (build_single_handler_application(str(script), argv) if script is not None
-                else (lambda: build_app(**app_options(argv))))  # fmt: skip
+    options = app_options(argv)
+
+    def app() -> Any:
+        return build_app(**options)
+
     _check_free(address, port)
     auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
     try:

@@ -2,7 +2,7 @@
 
 ``run(config)`` picks the backend ``config.backend`` names: ``local`` (one model in this process),
 ``threads`` (``--replicas P``: virtual replicas on threads) or ``dask`` (``--workers P``: actors on
-Dask workers, :mod:`adass.cluster`); every one of them is driven by :func:`adass.engine.drive`.
+Dask workers, :mod:`adass.runtime.cluster`); every one of them is driven by :func:`adass.engine.drive`.
 """
 
 from .local import LocalBackend

@@ -13,13 +13,13 @@ from ..config import RunConfig
 from ..data import Dataset, load_dataset
 from ..engine import Counters, RunResult, RunStore, Stop, check_resume, drive, reshard_checkpoint
 from ..metrics import EvalRecord, MemorySink, Sink
-from ..model_memory import check_model_fits
 from .local import LocalBackend
+from .model_memory import check_model_fits
 from .threads import ThreadsBackend
 
 __all__ = ["BACKENDS", "run", "train"]
 
-#: backends of runs in this process, by ``RunConfig.backend`` (Dask's lives in :mod:`adass.cluster`)
+#: backends of runs in this process, by ``RunConfig.backend`` (Dask's lives in :mod:`adass.runtime.cluster`)
 BACKENDS = {"local": LocalBackend, "threads": ThreadsBackend}
 
 
@@ -65,7 +65,7 @@ def run(
     store : RunStore, optional
         Receives live per-step rows while the run goes on.
     on_ready, handle
-        Dask runs only; see :func:`adass.cluster.train_distributed`.
+        Dask runs only; see :func:`adass.runtime.cluster.train_distributed`.
 
     Returns
     -------
@@ -123,7 +123,7 @@ def _counters(totals: dict[str, float]) -> Counters:
 
 def _on_dask(config: RunConfig, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready,
              handle) -> RunResult:  # fmt: skip
-    from ..cluster import train_distributed  # Dask is imported only for runs on it
+    from .cluster import train_distributed  # Dask is imported only for runs on it
 
     result = train_distributed(config, sink=sink, progress=progress, run_id=run_id, store=store,
                                checkpoint_dir=checkpoint_dir, resume=resume, on_ready=on_ready, handle=handle,

@@ -1,0 +1,162 @@
+"""Verdicts follow the numbers: each claim's checks flip when the measurements cross their targets."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from adass.experiments.reproduce import FULL, QUICK, TINY, Section, claim_dml, claim_quantize, claim_sparsify
+from adass.experiments.reproduce.verdict import (
+    Check,
+    checks_table,
+    deficit_pts,
+    mean_se,
+    plus_minus,
+    verdict,
+    verdicts,
+)
+
+
+def _check(when: str, passed: bool) -> Check:
+    return Check(when, "goal", passed, "")
+
+
+def test_verdict_holds_only_when_every_setting_passes():
+    assert verdict([_check("P=2", True), _check("P=4", True)]) == "holds"
+    assert verdict([_check("P=2", True), _check("P=4", False)]) == "holds only when P=2"
+    assert verdict([_check("P=2", False), _check("P=4", False)]) == "does not hold"
+    assert verdict([]) == "does not hold"
+
+
+def test_a_setting_passes_only_when_all_its_checks_do():
+    checks = [_check("a", True), _check("a", False), _check("b", True), _check("c", True)]
+    assert verdict(checks) == "holds only when b; c"
+    assert verdict(checks[:2]) == "does not hold"
+
+
+def test_mean_se_and_paired_deficit():
+    mean, se = mean_se([0.8, 0.9, 1.0])
+    assert mean == pytest.approx(0.9) and se == pytest.approx(0.1 / math.sqrt(3))
+    assert math.isnan(mean_se([0.5])[1])
+    ref, arm = pd.Series([0.90, 0.80], index=[0, 1]), pd.Series([0.89, 0.78], index=[0, 1])
+    deficit, deficit_se = deficit_pts(ref, arm)
+    assert deficit == pytest.approx(1.5) and deficit_se == pytest.approx(0.5)
+    assert plus_minus(1.5, 0.5) == "+1.50 ± 0.50" and plus_minus(1.5, float("nan")) == "+1.50 (one seed)"
+
+
+def _q_table(deficits: dict[tuple[int, bool], float]) -> pd.DataFrame:
+    rows = [
+        {"arm": "fp32", "bits": None, "strategy": None, "ef": None, "deficit_pts": 0.0, "deficit_se_pts": 0.1}
+    ]
+    rows += [
+        {
+            "arm": f"q{b}{ef}",
+            "bits": b,
+            "strategy": "shared_scale",
+            "ef": ef,
+            "deficit_pts": d,
+            "deficit_se_pts": 0.1,
+        }
+        for (b, ef), d in deficits.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_quantize_verdict_flips_with_the_accuracy_deficit():
+    good = {(4, False): 0.4, (2, True): 0.9, (2, False): 5.0}  # 2 bits without EF is reported only
+    assert verdict(claim_quantize.checks(_q_table(good))) == "holds"
+    worse_4 = {**good, (4, False): 0.6}
+    assert verdict(claim_quantize.checks(_q_table(worse_4))) == "holds only when 2 bits, shared_scale, ef"
+    worse_both = {**worse_4, (2, True): 1.1}
+    assert verdict(claim_quantize.checks(_q_table(worse_both))) == "does not hold"
+    assert claim_quantize.tolerance_pts(8, False) == 0.5 and claim_quantize.tolerance_pts(2, False) is None
+
+
+def _rs_table(arms: list[tuple[float, str, float, float]]) -> pd.DataFrame:
+    rows = [
+        {
+            "arm": "fp32",
+            "ratio": None,
+            "technique": None,
+            "deficit_pts": 0.0,
+            "deficit_se_pts": 0.0,
+            "wire_frac": 1.0,
+        }
+    ]
+    rows += [
+        {
+            "arm": f"{t} {r}",
+            "ratio": r,
+            "technique": t,
+            "deficit_pts": d,
+            "deficit_se_pts": 0.1,
+            "wire_frac": w,
+        }
+        for r, t, d, w in arms
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_sparsify_verdict_flips_with_accuracy_and_wire_bytes():
+    arms = [(0.1, "ef", 0.3, 0.105), (0.01, "ef", 0.8, 0.015), (0.001, "ef", 9.0, 0.002)]
+    assert verdict(claim_sparsify.checks(_rs_table(arms))) == "holds"
+    too_many_bytes = [(0.1, "ef", 0.3, 0.12), *arms[1:]]
+    assert verdict(claim_sparsify.checks(_rs_table(too_many_bytes))) == "holds only when ratio 0.01, ef"
+    less_accurate = [arms[0], (0.01, "ef", 1.2, 0.015), arms[2]]
+    assert verdict(claim_sparsify.checks(_rs_table(less_accurate))) == "holds only when ratio 0.1, ef"
+
+
+def test_simulated_ring_against_ps_flips_with_step_time():
+    def sim(ring_ms: float) -> pd.DataFrame:
+        return pd.DataFrame([
+            {"workers": 8, "exchange": "ring", "comm_ms_1gbit": ring_ms, "comm_ms_10gbit": 1.0},
+            {"workers": 8, "exchange": "PS", "comm_ms_1gbit": 5.0, "comm_ms_10gbit": 2.0},
+        ])  # fmt: skip
+
+    assert verdict(claim_dml.simulated_checks(sim(4.0))) == "holds"
+    assert verdict(claim_dml.simulated_checks(sim(6.0))) == "holds only when P=8 simulated, 10gbit"
+
+
+def test_adass_against_full_flips_with_accuracy_and_backprops():
+    def runs(adass_acc: float) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {"dataset": "d", "sampler": s, "seed": k, "test_acc": a}
+                for k in range(2)
+                for s, a in (("full", 0.90), ("adass", adass_acc))
+            ]
+        )
+
+    def table(frac: float) -> pd.DataFrame:
+        return pd.DataFrame([{"dataset": "d", "sampler": "adass", "backprop_frac": frac}])
+
+    assert verdict(claim_dml.sampler_checks(runs(0.897), table(0.6))) == "holds"
+    assert verdict(claim_dml.sampler_checks(runs(0.890), table(0.6))) == "does not hold"
+    assert verdict(claim_dml.sampler_checks(runs(0.897), table(1.0))) == "does not hold"
+
+
+def test_a_claim_on_two_data_sets_gets_a_verdict_for_each():
+    def table(hard_deficit: float) -> pd.DataFrame:
+        frame = pd.concat([_q_table({(4, True): 0.2}).assign(setting="mnist5k"),
+                           _q_table({(4, True): hard_deficit}).assign(setting="synthetic-hard")])  # fmt: skip
+        return frame[["setting", *frame.columns[:-1]]]
+
+    section = Section("quantize", "claim", checks=claim_quantize.checks(table(0.3)))
+    assert verdicts(section.checks) == {"mnist5k": "holds", "synthetic-hard": "holds"}
+    assert section.verdict == "mnist5k: holds; synthetic-hard: holds"
+    section.checks = claim_quantize.checks(table(0.7))
+    assert section.verdict == "mnist5k: holds; synthetic-hard: does not hold"
+    lines = section.markdown(2)
+    assert "**Verdict, claim 2, mnist5k: holds**" in lines
+    assert "**Verdict, claim 2, synthetic-hard: does not hold**" in lines
+    assert "setting" in checks_table(section.checks).columns
+    # one data set: the plain verdict line and no setting column
+    single = Section("quantize", "claim", checks=claim_quantize.checks(_q_table({(4, True): 0.2})))
+    assert "**Verdict, claim 2: holds**" in single.markdown(2)
+    assert "setting" not in checks_table(single.checks).columns
+
+
+def test_the_full_plan_runs_the_grids_on_both_data_sets():
+    assert list(FULL.grids) == ["mnist5k", "synthetic-hard"]
+    assert FULL.grids["synthetic-hard"]["data"].startswith("synthetic:n=6000")
+    assert len(QUICK.grids) == len(TINY.grids) == 1

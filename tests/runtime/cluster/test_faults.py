@@ -1,0 +1,96 @@
+"""Faults a distributed run meets: a worker killed mid-run is detected at once, named, and survived."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from adass.config import RunConfig
+from adass.failures import Diverged, RunFailure
+from adass.runtime.cluster import connect, read_checkpoint, train_distributed
+
+BASE = dict(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=200", model="mlp:hidden=16", epochs=4,
+            batch_size=32, lr=0.1, workers=3, seed=1, schedule="constant")  # fmt: skip
+
+
+@pytest.fixture
+def own_cluster():
+    handle = connect(n_workers=3)  # a cluster of its own: these tests kill its workers
+    yield handle
+    handle.close()
+
+
+def _kill_rank_after_first_epoch(handle, rank: int):
+    """A progress callback that kills rank ``rank``'s worker process while the second epoch runs."""
+    pids = handle.client.run(os.getpid)
+    address = handle.workers()[rank]
+    killed: dict[str, float] = {}
+
+    def progress(record) -> None:
+        if record.epoch == 0 and not killed:
+            killed["at"] = time.time()
+            threading.Timer(0.05, os.kill, (pids[address], signal.SIGKILL)).start()
+
+    return progress, address, killed
+
+
+def test_a_killed_worker_ends_the_run_with_one_line_naming_it_well_before_the_timeout(own_cluster):
+    config = RunConfig.from_flat(**BASE, timeout_s=600, restarts=0)
+    progress, address, killed = _kill_rank_after_first_epoch(own_cluster, rank=2)
+    with pytest.raises(RunFailure) as caught:
+        train_distributed(config, handle=own_cluster, progress=progress)
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1 and "epoch 1" in message
+    assert address in message or "rank 2" in message
+    assert time.time() - killed["at"] < 300  # not the 600 s a rank waits on a dead peer
+
+
+def test_a_run_that_loses_a_worker_restarts_from_its_checkpoint_and_matches_the_uninterrupted_run(
+    own_cluster, tmp_path
+):
+    config = RunConfig.from_flat(**BASE, timeout_s=120)
+    straight = train_distributed(config, handle=own_cluster, checkpoint_dir=tmp_path / "straight")
+    progress, address, _ = _kill_rank_after_first_epoch(own_cluster, rank=1)
+    result = train_distributed(
+        config, handle=own_cluster, progress=progress, checkpoint_dir=tmp_path / "killed"
+    )
+    assert len(result.faults) == 1 and result.faults[0]["resumed_from_epoch"] == 0
+    assert (tmp_path / "killed" / "faults.json").exists()
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005
+    assert read_checkpoint(tmp_path / "killed", 3).epoch == 3
+
+
+def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluster):
+    config = RunConfig.from_flat(**{**BASE, "lr": 100.0, "momentum": 0.99, "epochs": 20, "workers": 2})
+    with pytest.raises(Diverged) as caught:
+        train_distributed(config, handle=cluster)
+    assert "not finite" in str(caught.value) and len(str(caught.value).splitlines()) == 1
+
+
+def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_its_accuracy(tmp_path):
+    from adass.runtime.cluster.processes import dask_processes
+
+    with dask_processes(tmp_path / "dask", workers=3) as lab:
+        data = "synthetic:n=600,d=8,classes=3,noise=0.0,test=1000"  # 0.1 points a test sample
+        config = RunConfig.from_flat(**{**BASE, "epochs": 5, "data": data}, scheduler=lab.address, timeout_s=120,
+                                     restarts=1, detect_s=1)  # fmt: skip
+        with connect(lab.address, n_workers=3) as handle:  # detect_s=1: 20 s of waiting for a replacement
+            straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
+            gone: dict[str, float] = {}
+
+            def kill_a_worker_and_its_nanny(record) -> None:  # no nanny is left to start a replacement
+                if record.epoch == 1 and not gone:
+                    gone["at"] = time.time()
+                    threading.Timer(0.05, os.killpg, (lab.workers[2].pid, signal.SIGKILL)).start()
+
+            result = train_distributed(config, handle=handle, progress=kill_a_worker_and_its_nanny,
+                                       checkpoint_dir=tmp_path / "shrunk")  # fmt: skip
+    assert len(result.faults) == 1
+    fault = result.faults[0]
+    assert fault["workers"] == 3 and fault["workers_after"] == 2 and fault["resumed_from_epoch"] == 1
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3, 4]
+    assert read_checkpoint(tmp_path / "shrunk").replicas == 2
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005

@@ -1,0 +1,157 @@
+"""Connect to Dask: an embedded LocalCluster (processes, one thread each) or a scheduler address."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import dask
+from distributed import Client, LocalCluster
+from distributed.security import Security
+
+from ...allocator import dask_config
+from ...failures import RunFailure, one_line
+from .credentials import temporary_security, user_security
+
+__all__ = ["ClusterHandle", "connect", "reachable"]
+
+#: how long a question to the scheduler may take before its address is probed (a dead scheduler's
+#: port refuses connections at once, but Dask's connect retries against it until its own timeout)
+_ASK_S = 5.0
+
+
+@dataclass
+class ClusterHandle:
+    """A Dask client and, when this process started it, the LocalCluster behind it."""
+
+    client: Client
+    cluster: LocalCluster | None = None
+    _seen: list[str] = field(default_factory=list, repr=False)  # the workers of the last answer
+
+    @property
+    def dashboard_link(self) -> str:
+        return str(self.client.dashboard_link)
+
+    @property
+    def embedded(self) -> bool:
+        return self.cluster is not None
+
+    def workers(self) -> list[str]:
+        """Worker addresses, sorted (ranks follow this order).
+
+        Raises
+        ------
+        RunFailure
+            The client has lost its scheduler (a run cannot go on without one).
+        """
+        client = self.client
+        if client.status == "running":
+            try:
+                info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=_ASK_S)
+                self._seen = sorted(info["workers"])
+                return self._seen
+            except Exception:  # no answer in time: a slow scheduler still listens, a dead one does not
+                with contextlib.suppress(RunFailure):
+                    reachable(client.scheduler.address, timeout_s=_ASK_S)
+                    return self._seen
+        raise RunFailure(f"the Dask scheduler {client.scheduler.address} is gone (client {client.status})")
+
+    def close(self) -> None:
+        """Close the client and, if embedded, the cluster with all its worker processes."""
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+    def __enter__(self) -> ClusterHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(
+    address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0,
+    security: Security | None = None,
+) -> ClusterHandle:  # fmt: skip
+    """A Dask client with at least ``n_workers`` workers.
+
+    Parameters
+    ----------
+    address : str, optional
+        A running scheduler (``tcp://host:8786``, ``tls://...``). Without it, an embedded ``LocalCluster``
+        of ``n_workers`` processes with one thread each is started on 127.0.0.1 (dashboard on a free
+        port, Dask's sampling profiler off), its traffic under TLS with credentials made for it alone,
+        so no other user of the machine can join it or run code in its workers. For a cluster of your own, set
+        ``distributed.worker.profile.enabled: false`` in its Dask config for the same effect.
+    n_workers : int
+        Workers needed; with ``address`` this waits up to ``timeout_s`` for that many to join.
+    detect_s : float
+        Embedded cluster: seconds without a heartbeat after which the scheduler drops a worker (a killed
+        worker is dropped at once, when its connections close); its nanny starts a replacement.
+    security : Security, optional
+        The client's credentials for ``address`` (see :func:`adass.runtime.cluster.credentials.user_security`).
+
+    Raises
+    ------
+    RunFailure
+        One line: nothing listens at ``address``, or too few workers joined in ``timeout_s``.
+    """
+    if address:
+        reachable(address)
+        try:
+            client = Client(address, timeout=timeout_s, security=security)
+        except Exception as err:
+            raise RunFailure(f"--scheduler: cannot connect to {address}: {one_line(err)}") from None
+        try:
+            client.wait_for_workers(n_workers, timeout=timeout_s)
+        except Exception:
+            have = len(client.scheduler_info(n_workers=-1)["workers"])
+            client.close()
+            raise RunFailure(f"--scheduler: {address} has {have} workers; {n_workers} did not join within "
+                             f"{timeout_s:g} s") from None  # fmt: skip
+        return ClusterHandle(client)
+    # Dask's sampling profiler takes each worker's GIL 100 times a second; every ring hop needs the
+    # GIL back after its wait, so on a small machine the profiler alone stretched the step by
+    # a quarter. The embedded cluster runs without it (the dashboard's Profile page stays empty).
+    ttl = {"distributed.scheduler.worker-ttl": f"{detect_s:g}s"}
+    embedded_security = temporary_security()
+    with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **dask_config()}):
+        cluster = LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,
+            security=embedded_security,
+        )  # fmt: skip
+    try:
+        client = Client(cluster, timeout=timeout_s, security=embedded_security)
+    except BaseException:
+        cluster.close()
+        raise
+    return ClusterHandle(client, cluster)
+
+
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Raise RunFailure in one line unless something accepts TCP connections at ``address`` (``tcp://H:P``)."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port or 8786
+    except ValueError as err:
+        raise RunFailure(f"--scheduler: {address!r} is no address ({err})") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as err:
+        raise RunFailure(f"--scheduler: nothing answers at {address} ({err.strerror or err})") from None
+
+
+def connect_for(config: Any, n_workers: int) -> ClusterHandle:
+    """:func:`connect` as ``config`` asks: its scheduler (or an embedded cluster of ``n_workers``), its
+    ``--detect-s`` and its ``--tls-*`` credentials; every command connects through this."""
+    c = config.cluster
+    security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
+    return connect(c.scheduler or None, n_workers=n_workers, detect_s=c.detect_s, security=security)

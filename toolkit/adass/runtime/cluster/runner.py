@@ -1,0 +1,283 @@
+"""The client side of a distributed run: the Dask backend of the one driver, and its restarts.
+
+The client coordinates per epoch, never per step: replicas select their samples (agreeing on one
+ADASS budget and the step count), run the epoch exchanging gradients peer to peer, and report
+back; :func:`adass.engine.drive` does the rest, as for every backend. Every epoch ends with a
+checkpoint (:mod:`adass.engine.checkpoints`) so ``resume=True`` can continue a run. All ranks are waited on together (:func:`adass.runtime.cluster.waiting.wait_all`): the first
+rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
+last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the cluster
+gives one in time (a nanny restarts a killed worker process), otherwise on the workers that remain,
+the checkpoint re-sharded to fewer replicas (:func:`adass.engine.checkpoints.reshard_checkpoint`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...config import RunConfig
+from ...data import Dataset, absolute_paths, load_dataset
+from ...engine import (
+    Checkpoint,
+    EpochOutcome,
+    RunStore,
+    Stop,
+    check_resume,
+    drive,
+    read_checkpoint,
+    reshard_checkpoint,
+)
+from ...failures import LostRank, RunFailure
+from ...metrics import EvalRecord, MemorySink, Sink, atomic_write_text
+from ...registry import SpecError
+from .actors import Replica, Server
+from .connect import ClusterHandle, connect_for
+from .events import topic_for
+from .waiting import call_all, wait_all
+
+__all__ = ["DaskBackend", "DistributedResult", "train_distributed"]
+
+FAULTS_FILE = "faults.json"
+
+
+@dataclass
+class DistributedResult:
+    """A finished distributed run: records, live store, totals, the final evaluation and any faults met."""
+
+    sink: Sink
+    store: RunStore
+    final: EvalRecord | None
+    dashboard_link: str = ""
+    totals: dict[str, float] = field(default_factory=dict)
+    parameters: list | None = None
+    stopped: bool = False
+    faults: list[dict[str, Any]] = field(default_factory=list)
+
+
+class DaskBackend:
+    """One attempt's actors on Dask workers (a backend of :func:`adass.engine.drive`); ``close``
+    always tears everything down."""
+
+    def __init__(self, config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore) -> None:
+        self.config, self.handle, self.run_id, self.store = config, handle, run_id, store
+        self.replicas_n, self.servers_n = config.cluster.workers, config.servers
+        self.timeout_s = config.cluster.timeout_s
+        self.actors: list[Any] = []
+        self.servers: list[Any] = []
+        self.futures: list[Any] = []
+        self.addresses: list[str] = []
+        self.chosen: list[dict[str, Any]] = []
+
+    def alive(self) -> set[str]:
+        return set(self.handle.workers())
+
+    def scheduler_alive(self) -> set[str]:
+        """The run's workers while the scheduler answers (RunFailure once it is gone); for the teardown,
+        which must not wait on ranks when nothing can come back, but goes on past a worker that left."""
+        self.handle.workers()
+        return set(self.addresses)
+
+    def wait(self, futures: list, what: str) -> list:
+        return wait_all(futures, self.addresses, self.timeout_s, what, alive=self.alive)
+
+    def call(self, members: list, method: str, *args: Any, what: str) -> list:
+        """``method(*args)`` on each of ``members`` (ranks 0, 1, ... in order), all waited on together."""
+        return call_all(members, method, args, self.addresses, self.timeout_s, what, alive=self.alive)
+
+    def start(self) -> None:
+        client, world = self.handle.client, self.replicas_n + self.servers_n
+        addresses = self.handle.workers()
+        if len(addresses) < world:
+            raise SpecError(f"--workers: {self.replicas_n} replicas + {self.servers_n} servers need {world} "
+                            f"Dask workers; the cluster has {len(addresses)}")  # fmt: skip
+        self.addresses = addresses[:world]
+        client.subscribe_topic(topic_for(self.run_id), self.store.handle)
+        # relative paths in --data would be read from each worker's own working directory
+        config = self.config.replace(data=absolute_paths(self.config.data.data)).to_dict()
+        for rank, address in enumerate(self.addresses):
+            kind = Replica if rank < self.replicas_n else Server
+            future = client.submit(kind, config, rank, world, self.replicas_n, self.run_id,
+                                   workers=[address], allow_other_workers=False, actor=True, pure=False)  # fmt: skip
+            self.futures.append(future)
+        members = self.wait(self.futures, "starting the actors")
+        self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
+        first = self.actors[:1]
+        master = self.call(first, "host", what="finding the process group's master")[0]
+        port = self.call(first, "free_port", what="finding the process group's master")[0]
+        self.call(members, "setup", master, port, self.timeout_s, what="joining the process group")
+
+    # -- the driver's backend ---------------------------------------------------------------
+    def plan(self, epoch: int, selection: bool) -> list[dict[str, list]]:
+        self.chosen = self.call(self.actors, "select", epoch, selection, what=f"epoch {epoch} (selection)")
+        return [c["selection"] for c in self.chosen] if selection else []
+
+    def train(self, epoch: int, stop: Callable[[], bool]) -> EpochOutcome:
+        steps, worker_steps = self.chosen[0]["steps"], self.chosen[0]["worker_steps"]
+        reports = self.call(self.actors + self.servers, "run_epoch", epoch, steps, worker_steps,
+                            what=f"epoch {epoch}")  # fmt: skip
+        return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
+
+    def evaluate(self) -> tuple[float, float]:
+        return self.call(self.actors[:1], "evaluate", what="evaluation")[0]
+
+    def save(self, folder: Path) -> None:
+        self.call(self.actors + self.servers, "save", str(folder), what=f"checkpoint {folder.name}")
+
+    def load(self, folder: Path) -> None:
+        self.call(self.actors + self.servers, "load", str(folder), what="loading the checkpoint")
+
+    def parameters(self) -> list:
+        return self.call(self.actors[:1], "parameters", what="reading the parameters")[0]
+
+    def close(self) -> None:
+        if self.actors or self.servers:
+            futures, addresses = [], []
+            for member, address in zip(self.actors + self.servers, self.addresses, strict=False):
+                with contextlib.suppress(Exception):  # a member whose worker is gone refuses the call
+                    futures.append(member.teardown())
+                    addresses.append(address)
+            with contextlib.suppress(Exception):
+                wait_all(futures, addresses, 30, "teardown", alive=self.scheduler_alive)
+        with contextlib.suppress(Exception):
+            self.handle.client.unsubscribe_topic(topic_for(self.run_id))
+        self.actors, self.servers, self.futures = [], [], []
+
+
+def train_distributed(
+    config: RunConfig,
+    sink: Sink | None = None,
+    progress: Callable[[EvalRecord], None] | None = None,
+    run_id: str = "run",
+    store: RunStore | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    on_ready: Callable[[ClusterHandle], None] | None = None,
+    handle: ClusterHandle | None = None,
+    stop: Stop = None,
+) -> DistributedResult:
+    """Train ``config`` on ``config.cluster.workers`` Dask workers; return the records.
+
+    Parameters
+    ----------
+    sink : Sink, optional
+        Where the records go (``ParquetSink`` for files); a MemorySink if omitted.
+    progress : callable, optional
+        Called with each epoch's EvalRecord.
+    store : RunStore, optional
+        Receives live per-step records through Dask events while the run goes on.
+    checkpoint_dir : path, optional
+        Run folder whose ``checkpoints/`` get one version per epoch (see :mod:`adass.runtime.cluster.checkpoints`);
+        without it a run that loses a worker restarts from its first epoch.
+    resume : bool
+        Continue from the checkpoint in ``checkpoint_dir`` (checked before the cluster starts).
+    handle : ClusterHandle, optional
+        An open cluster to use (it is left open); otherwise one is connected and closed here.
+    stop : callable or Event, optional
+        Checked before every epoch (replicas run an epoch in lock-step); once it says stop, the run
+        ends there with ``stopped`` set.
+
+    Raises
+    ------
+    SpecError
+        Bad input (too few workers, a resume that would not continue the same run).
+    RunFailure
+        One line: a worker lost more often than ``--restarts`` allows, or numbers that stayed non-finite.
+    """
+    if config.cluster.workers < 1:
+        raise SpecError("--workers: a distributed run needs 1 or more workers")
+    checkpoint = None
+    if checkpoint_dir is not None:  # the workers write their files there, from their own working directory
+        checkpoint_dir = Path(checkpoint_dir).expanduser().absolute()
+    if resume and checkpoint_dir is not None:
+        checkpoint = check_resume(config, checkpoint_dir)  # before any cluster starts
+    sink = sink if sink is not None else MemorySink()
+    store = store if store is not None else RunStore()
+    dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
+    own_handle = handle is None
+    world = config.cluster.workers + config.servers
+    handle = handle or connect_for(config, world)
+    faults: list[dict[str, Any]] = []
+    try:
+        if on_ready is not None:
+            on_ready(handle)
+        if checkpoint is not None and hasattr(sink, "resume"):
+            sink.resume()
+        for attempt in range(config.cluster.restarts + 1):
+            try:
+                return _attempt(config, handle, run_id, store, sink, progress, checkpoint_dir, checkpoint,
+                                stop, dataset, faults)  # fmt: skip
+            except LostRank as err:
+                faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": str(err),
+                               "resumed_from_epoch": None, "workers": config.cluster.workers})  # fmt: skip
+                if attempt == config.cluster.restarts:
+                    raise RunFailure(
+                        f"{err} (after {attempt} restarts; --restarts {config.cluster.restarts})"
+                    ) from None
+                config = _after_loss(handle, config)
+                checkpoint = _last_checkpoint(checkpoint_dir, checkpoint)
+                faults[-1]["resumed_from_epoch"] = checkpoint.epoch if checkpoint is not None else -1
+                faults[-1]["workers_after"] = config.cluster.workers
+                _write_faults(checkpoint_dir, faults)
+        raise AssertionError("unreachable")  # the loop returns or raises
+    finally:
+        if own_handle:
+            handle.close()
+
+
+def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
+    """Wait for the run's workers again (a nanny restarts a killed one); when none comes back in
+    time, go on with the replicas the remaining workers can hold (the servers keep theirs)."""
+    servers = config.servers
+    world = config.cluster.workers + servers
+    try:
+        handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, 10.0) * 2)
+        return config
+    except Exception:  # noqa: BLE001 - dask raises TimeoutError or OSError; either way, count who is left
+        have = len(handle.workers())
+    if have - servers < 1:
+        raise RunFailure(
+            f"a worker was lost and the cluster has {have} of the {world} workers the run needs"
+            f" ({servers} servers and at least 1 replica)"
+        ) from None
+    try:
+        return config.replace(workers=have - servers)
+    except SpecError as err:  # colocated PS shards live in replicas: too few left to hold them all
+        raise RunFailure(f"a worker was lost and {have - servers} replicas remain: {err}") from None
+
+
+def _last_checkpoint(checkpoint_dir: str | Path | None, before: Checkpoint | None) -> Checkpoint | None:
+    """The checkpoint to start again from: the run folder's last one, else the one it started from."""
+    if checkpoint_dir is None or not (Path(checkpoint_dir) / "checkpoints" / "latest.json").exists():
+        return before
+    return read_checkpoint(checkpoint_dir, saved_ranks=True)
+
+
+def _attempt(
+    config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
+    progress: Callable[[EvalRecord], None] | None, checkpoint_dir: str | Path | None,
+    checkpoint: Checkpoint | None, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
+) -> DistributedResult:  # fmt: skip
+    """Start the actors, load ``checkpoint`` (or start afresh), train the remaining epochs."""
+    if checkpoint is not None:
+        # the same checkpoint for as many replicas as this attempt has
+        checkpoint = reshard_checkpoint(checkpoint, config, dataset)
+    backend = DaskBackend(config, handle, run_id, store)
+    try:
+        backend.start()
+        driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
+                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+        parameters = backend.parameters()
+    finally:
+        backend.close()
+    return DistributedResult(sink=sink, store=store, final=driven.final, dashboard_link=handle.dashboard_link,
+                             totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults)  # fmt: skip
+
+
+def _write_faults(run_dir: str | Path | None, faults: list[dict[str, Any]]) -> None:
+    if run_dir is not None:
+        atomic_write_text(Path(run_dir) / FAULTS_FILE, json.dumps(faults, indent=2))

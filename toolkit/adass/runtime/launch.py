@@ -1,0 +1,133 @@
+"""Start a gloo process group of local processes (spawned, loopback), run one function on every
+rank, and collect the results; no process outlives the call.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from ..allocator import keep_freed_memory
+
+__all__ = ["free_port", "run_processes"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _plain(value: Any) -> Any:
+    """Tensors to numpy arrays (they cross the process boundary by plain pickling)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _entry(fn: Callable, rank: int, world: int, port: int, timeout_s: float, threads: int,
+           args: tuple, results: Any) -> None:  # fmt: skip
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+        )  # fmt: skip
+        results.put((rank, True, _plain(fn(rank, world, *args))))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        results.put((rank, False, traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def run_processes(
+    fn: Callable, world: int, args: tuple = (), timeout_s: float = 120.0, threads: int = 1
+) -> list[Any]:
+    """Run ``fn(rank, world, *args)`` in ``world`` spawned processes joined in a gloo group.
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function (it is pickled by name); its result may hold tensors, which come
+        back as numpy arrays.
+    world : int
+        Number of processes.
+    args : tuple
+        Extra arguments for ``fn`` (picklable).
+    timeout_s : float
+        Limit for the whole run and for every collective; past it all processes are killed.
+    threads : int
+        Intra-op threads per process.
+
+    Returns
+    -------
+    list
+        The results by rank.
+
+    Raises
+    ------
+    RuntimeError
+        A rank failed (its traceback is in the message).
+    TimeoutError
+        Not every rank finished within ``timeout_s``.
+    """
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_entry, args=(fn, r, world, port, timeout_s, threads, args, results),
+                         daemon=True, name=f"adass-gloo-{r}") for r in range(world)]  # fmt: skip
+    out: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        for p in procs:
+            p.start()
+        while len(out) < world:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{world} gloo processes did not finish within {timeout_s} s")
+            try:
+                rank, ok, value = results.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                dead = [p.name for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"gloo processes died without a result: {dead}") from None
+                continue
+            if not ok:
+                raise RuntimeError(f"rank {rank} failed:\n{value}")
+            out[rank] = value
+    finally:
+        _stop(procs)
+        results.close()
+    return [out[r] for r in range(world)]
+
+
+def _stop(procs: list) -> None:
+    """Join, then terminate, then kill whatever is still running."""
+    for p in procs:
+        if p.pid is not None:
+            p.join(timeout=5.0)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=2.0)
+        if p.is_alive():
+            os.kill(p.pid, 9)
+            p.join(timeout=2.0)
