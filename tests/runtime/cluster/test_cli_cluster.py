@@ -38,6 +38,20 @@ def test_train_writes_traffic_and_resume_continues_exactly(tmp_path, capsys):
     assert len(traffic) and (traffic["wire_bytes"] > 0).any()
 
 
+def test_a_run_on_dask_workers_resumes_on_threads_of_this_process(tmp_path):
+    """Every backend writes the same checkpoint files: --resume with --replicas continues a Dask run
+    where it stopped, and ends where the same run on threads alone does."""
+    moved, threads = tmp_path / "moved", tmp_path / "threads"
+    assert main(["train", *TINY, "--workers", "2", "--epochs", "2", "--out", str(moved)]) == 0
+    assert main(["train", "--resume", str(moved), "--replicas", "2", "--epochs", "3", "--quiet"]) == 0
+    assert main(["train", *TINY, "--replicas", "2", "--epochs", "3", "--out", str(threads)]) == 0
+    assert list(pd.read_parquet(moved / "eval.parquet")["epoch"]) == [0, 1, 2]
+    a = torch.load(read_checkpoint(moved).folder / "rank0.pt", weights_only=True)["model"]
+    b = torch.load(read_checkpoint(threads).folder / "rank0.pt", weights_only=True)["model"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
+
+
 def test_resume_without_checkpoint_is_one_clear_line(tmp_path, capsys):
     assert main(["train", "--resume", str(tmp_path), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
