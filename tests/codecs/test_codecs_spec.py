@@ -6,7 +6,7 @@ import pytest
 import torch
 from codec_cases import ALL_SPECS, chunk
 
-from adass.codecs import CODECS, ChunkKey, Codec, ErrorFeedback, StackCodec, make_codec
+from adass.codecs import CODECS, ChunkKey, Codec, StackCodec, make_codec
 from adass.registry import SpecError
 
 
@@ -39,13 +39,12 @@ def test_every_codec_round_trips_edge_lengths(spec: str, n: int) -> None:
         assert codec.decode(codec.add(payload, payload)).shape == (n,)
 
 
-def test_stacking_and_ef_forms() -> None:
+def test_stacking_and_the_memory_variant() -> None:
     stack = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8")
     assert isinstance(stack, StackCodec) and stack.outer.name.startswith("randk")
-    ef = make_codec("randk:ratio=0.01,scale=false,ef=true+qsgd:bits=8")
-    assert isinstance(ef, ErrorFeedback) and ef.inner == stack.under_memory()
-    assert ef.inner.inner.rounding == "nearest" and stack.inner.rounding == "auto"
-    assert ef.name == f"ef({stack.name})" and make_codec(ef.name) == ef
+    under = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8", for_memory=True)
+    assert under.inner.rounding == "nearest" and stack.inner.rounding == "auto"
+    assert make_codec(under.name) == under
 
 
 @pytest.mark.parametrize(
@@ -61,10 +60,10 @@ def test_stacking_and_ef_forms() -> None:
         ("randk:k=3", "unknown parameter 'k'"),
         ("qsgd+randk", "only a sparsifier"),
         ("randk+", "empty part"),
-        ("ef(ef(fp32))", "given twice"),
+        ("ef(fp32)", "names a memory"),
         ("ef(fp32", "unbalanced"),
-        ("randk+ef(qsgd)", "must wrap the whole spec"),
-        ("topk:ef=maybe", "ef='maybe' is not allowed"),
+        ("randk+ef(qsgd)", "names a memory"),
+        ("topk:ef=true", "unknown parameter 'ef'"),
     ],
 )
 def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:

@@ -70,7 +70,7 @@ class FloatCodec(Codec):
 
 def _register(dtype_name: str, doc: str) -> None:
     @CODECS.register(dtype_name, doc=doc)
-    def build(kernels: str | None = None) -> FloatCodec:
+    def build(kernels: str | None = None, for_memory: bool = False) -> FloatCodec:
         return FloatCodec(dtype_name, kernels)
 
 

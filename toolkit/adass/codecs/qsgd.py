@@ -147,16 +147,6 @@ class QSGD(Codec):
             else QSGD(self.bits, self.bucket, self.norm, True, self.rounding, self.kernels)
         )
 
-    def under_memory(self) -> QSGD:
-        """``rounding=auto`` becomes ``nearest``: a memory carries what rounding drops to the next
-        step, and needs a contractive codec to stay bounded. Stochastic rounding's error is not
-        smaller than the value at few bits (``|x| (D - |x|)`` against ``x**2`` for ``|x| < D``, and
-        most of a bucket lies far below its max), so at 2 bits an error-feedback residual grows
-        step after step; rounding to the nearest level never errs by more than ``|x|``."""
-        if self.rounding != "auto":
-            return self
-        return QSGD(self.bits, self.bucket, self.norm, self.shared, "nearest", self.kernels)
-
     def bytes_per_value(self) -> float:
         return self.bits / 8 + 4 / self.bucket
 
@@ -436,7 +426,15 @@ class QSGD(Codec):
 
 @CODECS.register("qsgd", **PARAMS)
 def build_qsgd(
-    bits: int, bucket: int, norm: str, shared: bool, rounding: str, kernels: str | None = None
-) -> QSGD:
+    bits: int, bucket: int, norm: str, shared: bool, rounding: str, kernels: str | None = None,
+    for_memory: bool = False,
+) -> QSGD:  # fmt: skip
     """b-bit quantization, one scale per bucket; stochastic rounding (unbiased) by default"""
+    # Under a memory ``auto`` rounds to the nearest level: the memory carries what rounding drops to
+    # the next step, and needs a contractive codec to stay bounded. Stochastic rounding's error is
+    # not smaller than the value at few bits (``|x| (D - |x|)`` against ``x**2`` for ``|x| < D``, and
+    # most of a bucket lies far below its max), so at 2 bits an error-feedback residual grows step
+    # after step; rounding to the nearest level never errs by more than ``|x|``.
+    if for_memory and rounding == "auto":
+        rounding = "nearest"
     return QSGD(bits, bucket, norm, shared, rounding, kernels)

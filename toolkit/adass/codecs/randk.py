@@ -201,6 +201,7 @@ class RandomK(Sparsifier):
 
 
 @CODECS.register("randk", **PARAMS)
-def build_randk(ratio: float, scale: bool, warmup: int, block: int, kernels: str | None = None) -> RandomK:
+def build_randk(ratio: float, scale: bool, warmup: int, block: int, kernels: str | None = None,
+                for_memory: bool = False) -> RandomK:  # fmt: skip
     """random-k with coordinates shared through the chunk key; only values travel"""
     return RandomK(ratio, scale, warmup, block, kernels)

@@ -72,6 +72,11 @@ class StackCodec(Codec):
         """The sparsifier's."""
         self.outer.load_codec_state(state)
 
+    @property
+    def sparse(self) -> StackCodec:  # type: ignore[override]
+        """Itself: the sparsifier's coordinates, with the inner codec's values."""
+        return self
+
     def sent_coordinates(self, payload: Payload) -> torch.Tensor:
         """The sparsifier's kept coordinates."""
         rest, inner = self._parts(payload)
@@ -96,11 +101,6 @@ class StackCodec(Codec):
         if outer is None or inner is None:
             return None
         return self._join(Payload({}, numel, dict(outer.header), outer.header_bytes), inner)
-
-    def under_memory(self) -> StackCodec:
-        """Both parts' variants for a memory (the inner codec's rounding)."""
-        outer, inner = self.outer.under_memory(), self.inner.under_memory()
-        return self if (outer, inner) == (self.outer, self.inner) else StackCodec(outer, inner)
 
     def with_shared_scale(self) -> StackCodec:
         """The stack with the inner codec in shared-scale mode (summable with random-k)."""

@@ -82,6 +82,6 @@ class TopK(Sparsifier):
 
 
 @CODECS.register("topk", **PARAMS)
-def build_topk(ratio: float, warmup: int, kernels: str | None = None) -> TopK:
+def build_topk(ratio: float, warmup: int, kernels: str | None = None, for_memory: bool = False) -> TopK:
     """top-k by magnitude; values and packed indices travel; not summable"""
     return TopK(ratio, warmup, kernels)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ...codecs import Codec, make_codec
+from ...codecs import Codec
+from ...memory import Memory, build_pair
 from ...registry import Param
 from ..base import EXCHANGES, Exchange, output_buffer, require
 from ..chunking import ChunkLayout, Piece
@@ -46,7 +47,7 @@ class RingExchange(Exchange):
         Largest pipeline piece, in KiB of the codec's payload (``codec.bytes_per_value()`` per
         value: 1 MiB is 256Ki values in fp32, about 1Mi in 8-bit QSGD, 25Mi under random-k at 1%);
         0 takes ``transport.segment_bytes`` (whole chunks in process, 64 MiB over gloo).
-    transport, codec, seed, run, epoch
+    transport, codec, memory, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
 
     Attributes
@@ -66,10 +67,11 @@ class RingExchange(Exchange):
     name = "ring"
 
     def __init__(self, strategy: str = "requantize", segment_kb: int = 0, *, transport: Transport,
-                 codec: Codec | str, seed: int = 0, run: str = "", epoch: int = 0) -> None:  # fmt: skip
-        codec = make_codec(codec) if isinstance(codec, str) else codec
-        self.check(codec, strategy=strategy, segment_kb=segment_kb)
-        super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
+                 codec: Codec | str, memory: Memory | str | None = None, seed: int = 0, run: str = "",
+                 epoch: int = 0) -> None:  # fmt: skip
+        codec, memory = build_pair(codec, memory)
+        self.check(codec, memory, strategy=strategy, segment_kb=segment_kb)
+        super().__init__(transport, codec, memory=memory, seed=seed, run=run, epoch=epoch)
         self.strategy = strategy
         # plain error feedback around a lossless codec never keeps a residual, so its shares may skip
         # the memory; momentum correction's velocity must see every share
@@ -83,9 +85,9 @@ class RingExchange(Exchange):
         self._n = 0  # the length of this step's gradient
 
     @classmethod
-    def check(cls, codec: Codec, strategy: str = "requantize", segment_kb: int = 0) -> None:
+    def check(cls, codec: Codec, memory: Memory | None = None, strategy: str = "requantize",
+              segment_kb: int = 0) -> None:  # fmt: skip
         owner, name = f"exchange 'ring:strategy={strategy}'", codec.name
-        codec, memory = codec.error_feedback()
         if strategy == "shared_scale":
             require(
                 codec.summable or codec.can_share_scale or codec.needs_shared_scale,

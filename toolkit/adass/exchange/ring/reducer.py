@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ...codecs import Codec, Memory
+from ...codecs import Codec
 from ...codecs.base import ChunkKey, Payload
+from ...memory import Memory
+from ...memory.own import encode_own
 from ..chunking import Piece
-from ..feedback import encode_own
 
 __all__ = ["FINAL_HOP", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
 
