@@ -89,9 +89,7 @@ class CodecSection(param.Parameterized):
     )
     memory = param.String(
         "none",
-        doc=f"what each worker keeps around its own share from step to step ({'|'.join(MEMORIES.names())}: "
-        + "; ".join(f"{e.name}: {e.doc}" for e in MEMORIES)
-        + ")",
+        doc=f"what each worker keeps around its own share from step to step ({'|'.join(MEMORIES.names())})",
     )
 
 
