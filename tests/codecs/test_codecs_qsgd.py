@@ -90,12 +90,12 @@ def test_wire_bytes(bits: int, ratio: float, key: ChunkKey) -> None:
 
 def test_plain_mode_is_not_summable(key: ChunkKey) -> None:
     codec = make_codec("qsgd:bits=4")
-    assert not codec.summable and not codec.needs_shared_scale and codec.can_share_scale
+    assert not codec.traits.summable and not codec.traits.needs_shared_scale and codec.traits.can_share_scale
     p = codec.encode(chunk(10), key)
     with pytest.raises(TypeError, match="not summable"):
         codec.add(p, p)
     shared = codec.with_shared_scale()
-    assert shared.summable and shared.needs_shared_scale
+    assert shared.traits.summable and shared.traits.needs_shared_scale
     assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=auto"
     assert make_codec(shared.name) == shared and shared.with_shared_scale() is shared
 

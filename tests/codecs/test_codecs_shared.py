@@ -28,7 +28,7 @@ def _observed(codec: SharedK, n: int, steps: int, chunk_id: int = 0) -> SharedK:
 def test_spec_round_trips_and_bad_values_fail_in_one_line() -> None:
     codec = make_codec("sharedk:ratio=0.05,growth=linear,warmup=2")
     assert isinstance(codec, SharedK) and make_codec(codec.name) == codec
-    assert codec.contractive and codec.summable and codec.keyed_values() is not None
+    assert codec.traits.contractive and codec.traits.summable and codec.keyed_values() is not None
     with pytest.raises(SpecError, match="growth"):
         make_codec("sharedk:growth=cubic")
     with pytest.raises(SpecError, match="top"):

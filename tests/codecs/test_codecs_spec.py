@@ -19,8 +19,7 @@ def test_canonical_name_round_trips(spec: str) -> None:
     codec = make_codec(spec)
     again = make_codec(codec.name)
     assert again == codec and again.name == codec.name
-    for flag in ("summable", "needs_shared_scale", "can_share_scale", "fixed_size", "lossless"):
-        assert getattr(again, flag) == getattr(codec, flag)
+    assert again.traits == codec.traits
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)
@@ -33,9 +32,9 @@ def test_every_codec_round_trips_edge_lengths(spec: str, n: int) -> None:
         out = codec.decode(payload)
         assert out.shape == (n,) and out.dtype == torch.float32 and torch.isfinite(out).all()
         assert payload.numel == n and payload.nbytes >= 0
-        if codec.fixed_size:
+        if codec.traits.fixed_size:
             assert codec.encode(chunk(n, seed=9), key).nbytes == payload.nbytes
-    if codec.summable and n:
+    if codec.traits.summable and n:
         assert codec.decode(codec.add(payload, payload)).shape == (n,)
 
 
@@ -80,5 +79,5 @@ def test_codecs_run_on_cuda(spec: str) -> None:
     payload = codec.encode(x, ChunkKey(1, 2, 3))
     out = codec.decode(payload)
     assert out.is_cuda and out.shape == x.shape and torch.isfinite(out).all()
-    if codec.lossless:
+    if codec.traits.lossless:
         assert torch.equal(out, x)

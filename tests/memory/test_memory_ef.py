@@ -73,7 +73,7 @@ def test_memory_per_chunk_and_state_dict() -> None:
 def test_the_shared_scale_variant_is_the_memory_variants() -> None:
     codec, memory = Paired.of("ef(qsgd:bits=4)").inner, Paired.of("ef(qsgd:bits=4)").memory
     shared = codec.with_shared_scale()
-    assert isinstance(memory, ErrorFeedback) and shared.summable and shared.needs_shared_scale
+    assert isinstance(memory, ErrorFeedback) and shared.traits.summable and shared.traits.needs_shared_scale
     assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=nearest"
     key = ChunkKey(0, 0, 0)
     assert torch.equal(shared.local_scale(memory.compensate(torch.ones(3), key), key), torch.ones(1))

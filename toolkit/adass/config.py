@@ -189,7 +189,7 @@ def _checked_pair(exchange: str, codec: str, memory: str) -> str:
 # options whose spec grammar goes beyond one registry entry (checked by these, not by the registry's
 # validate): option name -> parser(text) -> object
 SPEC_PARSERS: dict[str, Callable[[str], object]] = {
-    "codec": codec_probe,
+    "codec": lambda spec: codec_probe(spec, "none"),  # the same cache key as the pair checks use
     "link": parse_link,
     "straggler": parse_straggler,
 }

@@ -16,9 +16,10 @@ import torch
 from .chunks import ChunkKey, Payload, as_chunk, generator_for, seed_for, stable_seed
 from .kernels import REFERENCE
 from .kernels import choose as choose_kernels
+from .traits import Traits
 
 __all__ = [
-    "ChunkKey", "Codec", "KeyedValues", "Payload", "Selector", "SentValues", "as_chunk", "generator_for",
+    "ChunkKey", "Codec", "KeyedValues", "Payload", "Selector", "SentValues", "Traits", "as_chunk", "generator_for",
     "seed_for", "stable_seed",
 ]  # fmt: skip
 
@@ -82,31 +83,11 @@ class KeyedValues:
 class Codec(ABC):
     """Encode a dense fp32 chunk into a Payload and back.
 
-    Capabilities (class or instance attributes) tell an exchange what it may do:
+    What it declares, so an exchange and a memory never look at its class:
 
-    summable : bool
-        ``add(a, b)`` combines two payloads without decoding (fp32/fp16/bf16, aligned random-k,
-        shared-scale quantization). ``decode(add(a, b))`` stands for ``decode(a) + decode(b)``.
-    needs_shared_scale : bool
-        Workers must agree on a scale per chunk first: ``local_scale(x, key)`` gives a worker's own
-        scale tensor, the exchange takes the elementwise max across workers and passes it as
-        ``encode(x, key, scale=...)``; then integer codes add up exactly.
-    can_share_scale : bool
-        ``with_shared_scale()`` returns a variant of this codec with ``needs_shared_scale`` and
-        ``summable`` set (QSGD, and codecs that wrap it). The ring's ``shared_scale`` strategy asks
-        for it; ``requantize`` uses the codec as given.
-    fixed_size : bool
-        Every payload of a chunk of a given length has the same size (aligned summing possible).
-    lossless : bool
-        ``decode(encode(x)) == x`` bit for bit.
-    requantizable : bool
-        A partial sum may be decoded, added to and encoded again at each hop of a ring (QSGD, and
-        random-k stacks over it, whose kept values line up). Codecs whose payloads of different
-        workers keep different coordinates (top-k) are not.
-    contractive : bool
-        False where decoding is known to amplify what it keeps (random-k with its ``n/k`` gain), so
-        that ``||decode(encode(x)) - x||`` may exceed ``||x||`` and an error-feedback residual grows
-        without bound; a memory refuses such a codec.
+    traits : Traits
+        The capabilities of its payloads (``traits.py``): summable, shared scale, fixed size,
+        lossless, requantizable, contractive.
     sparse : SentValues or None
         For a codec that sends a few coordinates of a chunk (a sparsifier, or a stack behind one):
         what tells which ones a payload carries, ``sent_coordinates(payload)``, and the decoded
@@ -150,13 +131,7 @@ class Codec(ABC):
     ``contractive`` and ``sparse``.
     """
 
-    summable: bool = False
-    needs_shared_scale: bool = False
-    can_share_scale: bool = False
-    fixed_size: bool = True
-    lossless: bool = False
-    requantizable: bool = False
-    contractive: bool = True
+    traits: Traits = Traits()
     sparse: SentValues | None = None
     name: str = "codec"
     kernels: str = REFERENCE  # where a subclass never calls Codec.__init__: it has no fused paths
@@ -226,7 +201,7 @@ class Codec(ABC):
 
     def with_shared_scale(self) -> Codec:
         """The shared-scale variant of this codec (itself if it already needs a shared scale)."""
-        if self.needs_shared_scale:
+        if self.traits.needs_shared_scale:
             return self
         raise TypeError(f"codec {self.name!r} has no shared-scale mode")
 

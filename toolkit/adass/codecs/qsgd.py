@@ -39,6 +39,7 @@ from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
 from .kernels import FUSED
 from .packing import bits_for, code_dtype, pack_bits, packed_nbytes, unpack_bits
 from .spec import CODECS, canonical
+from .traits import Traits
 
 __all__ = ["QSGD", "HEADER_BYTES"]
 
@@ -113,11 +114,6 @@ class QSGD(Codec):
         The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
     """
 
-    fixed_size = True
-    lossless = False
-    can_share_scale = True
-    requantizable = True
-
     def __init__(
         self,
         bits: int = 8,
@@ -135,8 +131,9 @@ class QSGD(Codec):
         self.norm, self.shared, self.rounding = values["norm"], values["shared"], values["rounding"]
         self.nearest = self.rounding == "nearest"
         self.levels = 1 if self.bits == 1 else 2**self.bits - 2  # L: intervals on [-M, M]
-        self.summable = self.shared
-        self.needs_shared_scale = self.shared
+        self.traits = Traits(
+            summable=self.shared, needs_shared_scale=self.shared, can_share_scale=True, requantizable=True
+        )
         self.name = canonical("qsgd", PARAMS, values)
 
     def with_shared_scale(self) -> QSGD:

@@ -58,7 +58,7 @@ class Memory(ABC):
         """Raise SpecError (one line) if this memory cannot work with ``codec``: a codec that
         declares itself not contractive (random-k's ``n/k`` gain) makes any residual grow without
         bound."""
-        if not codec.contractive:
+        if not codec.traits.contractive:
             raise SpecError(
                 f"memory {cls.name!r} around codec {codec.name!r}: the codec is not contractive "
                 "(random-k's n/k gain), so the residual grows without bound; use scale=false"

@@ -75,7 +75,9 @@ class RingExchange(Exchange):
         self.strategy = strategy
         # plain error feedback around a lossless codec never keeps a residual, so its shares may skip
         # the memory; momentum correction's velocity must see every share
-        through_memory = self.memory is not None and (self.memory.owns_momentum or not self.codec.lossless)
+        through_memory = self.memory is not None and (
+            self.memory.owns_momentum or not self.codec.traits.lossless
+        )
         self.reducer = choose(self.codec, strategy, through_memory)
         seg_bytes = segment_kb * 1024 if segment_kb else transport.segment_bytes
         per_value = self.codec.bytes_per_value()
@@ -90,13 +92,13 @@ class RingExchange(Exchange):
         owner, name = f"exchange 'ring:strategy={strategy}'", codec.name
         if strategy == "shared_scale":
             require(
-                codec.summable or codec.can_share_scale or codec.needs_shared_scale,
+                codec.traits.summable or codec.traits.can_share_scale or codec.traits.needs_shared_scale,
                 f"{owner}: codec {name!r} is not summable (workers keep different coordinates), so "
                 "its codes cannot add; use ring:strategy=requantize, which falls back to an all-gather",
             )
         if strategy == "requantize":
             require(
-                not codec.needs_shared_scale,
+                not codec.traits.needs_shared_scale,
                 f"{owner}: codec {name!r} needs an agreed scale; use ring:strategy=shared_scale "
                 "or drop shared=true",
             )
@@ -166,7 +168,9 @@ class RingExchange(Exchange):
         """The name of a framed transfer that recurs every step with one layout (the payloads of a
         fixed-size codec, for one gradient length and one share kept: a ratio warm-up changes the
         layout from epoch to epoch), or None."""
-        return (phase, hop, pid, self._n, self.codec.bytes_per_value()) if self.codec.fixed_size else None
+        return (
+            (phase, hop, pid, self._n, self.codec.bytes_per_value()) if self.codec.traits.fixed_size else None
+        )
 
     def meta(self, phase: str, hop: int, chunk: int) -> Transfer:
         """What travels with a transfer of ``chunk`` at ``hop`` of ``phase`` this step."""
