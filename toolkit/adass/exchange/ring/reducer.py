@@ -73,7 +73,7 @@ class Context:
     key : KeyFn
         ``key(piece id, hop)``: this rank's codec key of a piece.
     memory : Memory or None
-        Error feedback around this rank's own share (see ``feedback.py``); None: none.
+        The memory around this rank's own share (``adass.memory``); None: none.
     workspace : callable or None
         ``workspace(size)``: a float32 buffer of ``size`` values kept from step to step, for
         reducers that make partial sums in place; None where payloads travel by reference (in
