@@ -21,10 +21,11 @@ ALL_SPECS = [
     "randk:ratio=0.2+qsgd:bits=8",
     "randk:ratio=0.2+qsgd:bits=4,shared=true",
     "topk:ratio=0.2+qsgd:bits=8",
-    "ef(qsgd:bits=2)",
-    "dmc(sharedk:ratio=0.1,warmup=2+qsgd:bits=8)",
-    "ef(randk:ratio=0.1,scale=false+qsgd:bits=4)",
-    "dmc(randk:ratio=0.2,scale=false,block=8+fp16)",
+    # what a memory encodes with (its codec built for_memory: QSGD rounds to the nearest level)
+    "qsgd:bits=2,rounding=nearest",
+    "sharedk:ratio=0.1,warmup=2+qsgd:bits=8,rounding=nearest",
+    "randk:ratio=0.1,scale=false+qsgd:bits=4,rounding=nearest",
+    "randk:ratio=0.2,scale=false,block=8+fp16",
 ]
 
 

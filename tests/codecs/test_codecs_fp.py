@@ -16,7 +16,7 @@ def test_fp32_is_lossless(n: int) -> None:
     codec = make_codec("fp32")
     x = chunk(n)
     payload = codec.encode(x, ChunkKey(0, 0, 0))
-    assert codec.lossless and codec.summable
+    assert codec.traits.lossless and codec.traits.summable
     assert torch.equal(codec.decode(payload), x)
     assert payload.nbytes == 4 * n == payload.raw_bytes
 
@@ -29,7 +29,7 @@ def test_half_round_trip_within_one_rounding(spec: str, rel: float, n: int) -> N
     payload = codec.encode(x, ChunkKey(0, 0, 0))
     out = codec.decode(payload)
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert not codec.lossless
+    assert not codec.traits.lossless
     # round to nearest: relative error at most half an ulp (2**-11 for fp16, 2**-8 for bf16)
     assert torch.all((out - x).abs() <= rel * x.abs() + 1e-7)
     assert payload.nbytes == 2 * n

@@ -9,6 +9,7 @@ from codec_cases import raw_bytes, reference_and_fused
 
 from adass.codecs import ChunkKey, kernels, make_codec
 from adass.codecs.sampling import distinct_sample
+from adass.memory import build_pair
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba does not import")
 
@@ -101,13 +102,19 @@ def test_the_switch_selects_and_restores_the_kernels():
 def test_a_codec_keeps_the_kernels_it_was_built_with():
     previous = kernels.use("reference")
     try:
-        built = make_codec("ef(randk:ratio=0.1,scale=false+qsgd:bits=4)")
-        chosen = make_codec("dmc(qsgd:bits=4)", "fused")
+        built, built_memory = build_pair("ef(randk:ratio=0.1,scale=false+qsgd:bits=4)")
+        chosen, memory = build_pair("dmc(qsgd:bits=4)", kernels="fused")
         with kernels.using("fused"):  # a later default changes no codec already built
-            assert built.kernels == built.inner.outer.kernels == built.inner.inner.kernels == "reference"
+            assert (
+                built.kernels
+                == built.outer.kernels
+                == built.inner.kernels
+                == built_memory.kernels
+                == "reference"
+            )
             assert make_codec("qsgd:bits=4").kernels == "fused"
-        assert chosen.kernels == chosen.inner.kernels == chosen.memory.kernels == "fused"
-        assert chosen.with_shared_scale().inner.kernels == "fused"
+        assert chosen.kernels == memory.kernels == "fused"
+        assert chosen.with_shared_scale().kernels == "fused"
         assert make_codec("qsgd:bits=4", "fused") == make_codec("qsgd:bits=4", "reference")  # the same bits
         with pytest.raises(ValueError, match="unknown"):
             make_codec("fp32", "fast")

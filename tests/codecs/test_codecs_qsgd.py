@@ -10,6 +10,7 @@ import torch
 from codec_cases import chunk
 
 from adass.codecs import QSGD, ChunkKey, bits_for, make_codec, packed_nbytes
+from adass.memory import build_pair
 
 
 def keys(n: int, rank: int = 0) -> list[ChunkKey]:
@@ -89,12 +90,12 @@ def test_wire_bytes(bits: int, ratio: float, key: ChunkKey) -> None:
 
 def test_plain_mode_is_not_summable(key: ChunkKey) -> None:
     codec = make_codec("qsgd:bits=4")
-    assert not codec.summable and not codec.needs_shared_scale and codec.can_share_scale
+    assert not codec.traits.summable and not codec.traits.needs_shared_scale and codec.traits.can_share_scale
     p = codec.encode(chunk(10), key)
     with pytest.raises(TypeError, match="not summable"):
         codec.add(p, p)
     shared = codec.with_shared_scale()
-    assert shared.summable and shared.needs_shared_scale
+    assert shared.traits.summable and shared.traits.needs_shared_scale
     assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=auto"
     assert make_codec(shared.name) == shared and shared.with_shared_scale() is shared
 
@@ -208,9 +209,9 @@ def test_two_bit_stochastic_rounding_is_not_contractive_and_nearest_is() -> None
 
 
 def test_a_memory_turns_auto_rounding_to_nearest_and_keeps_an_explicit_choice() -> None:
-    assert make_codec("ef(qsgd:bits=2)").error_feedback()[0].rounding == "nearest"
-    assert make_codec("mc(qsgd:bits=4)").error_feedback()[0].rounding == "nearest"
-    assert make_codec("ef(qsgd:bits=2,rounding=stochastic)").error_feedback()[0].rounding == "stochastic"
+    assert build_pair("ef(qsgd:bits=2)")[0].rounding == "nearest"
+    assert build_pair("qsgd:bits=4", "mc")[0].rounding == "nearest"
+    assert build_pair("ef(qsgd:bits=2,rounding=stochastic)")[0].rounding == "stochastic"
     assert make_codec("qsgd:bits=2").rounding == "auto" and not make_codec("qsgd:bits=2").nearest
-    shared = make_codec("ef(qsgd:bits=2)").with_shared_scale().error_feedback()[0]
+    shared = build_pair("ef(qsgd:bits=2)")[0].with_shared_scale()
     assert shared.shared and shared.rounding == "nearest"

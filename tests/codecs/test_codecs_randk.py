@@ -100,7 +100,7 @@ def test_aligned_payloads_add(key: ChunkKey) -> None:
 def test_randk_plus_qsgd_wire_bytes(key: ChunkKey) -> None:
     codec = make_codec("randk:ratio=0.01+qsgd:bits=8")
     payload = codec.encode(chunk(10_000), key)
-    assert not codec.summable and codec.can_share_scale
+    assert not codec.traits.summable and codec.traits.can_share_scale
     # 100 one-byte codes, one bucket scale, randk header (12) + qsgd header (7)
     assert payload.nbytes == 100 + 4 + 12 + 7
     out = codec.decode(payload)
@@ -110,7 +110,7 @@ def test_randk_plus_qsgd_wire_bytes(key: ChunkKey) -> None:
 @pytest.mark.parametrize("workers", [2, 3, 7])
 def test_randk_plus_shared_scale_qsgd_adds_exactly(workers: int) -> None:
     codec = make_codec("randk:ratio=0.05+qsgd:bits=4,bucket=16").with_shared_scale()
-    assert codec.summable and codec.needs_shared_scale
+    assert codec.traits.summable and codec.traits.needs_shared_scale
     assert (
         codec.name == "randk:ratio=0.05,scale=true+qsgd:bits=4,bucket=16,norm=max,shared=true,rounding=auto"
     )

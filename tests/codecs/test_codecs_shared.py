@@ -11,8 +11,8 @@ import torch
 from codec_cases import chunk, reference_and_fused
 
 from adass.codecs import ChunkKey, SharedK, kernels, make_codec
-from adass.codecs.ef import ErrorFeedback
 from adass.codecs.shared import GROWTH, ChunkState, top_sorted
+from adass.memory import ErrorFeedback, build_pair, encode_own
 from adass.registry import SpecError
 
 
@@ -28,7 +28,7 @@ def _observed(codec: SharedK, n: int, steps: int, chunk_id: int = 0) -> SharedK:
 def test_spec_round_trips_and_bad_values_fail_in_one_line() -> None:
     codec = make_codec("sharedk:ratio=0.05,growth=linear,warmup=2")
     assert isinstance(codec, SharedK) and make_codec(codec.name) == codec
-    assert codec.contractive and codec.summable and codec.keyed_values() is not None
+    assert codec.traits.contractive and codec.traits.summable and codec.keyed_values() is not None
     with pytest.raises(SpecError, match="growth"):
         make_codec("sharedk:growth=cubic")
     with pytest.raises(SpecError, match="top"):
@@ -115,15 +115,15 @@ def test_the_random_share_reaches_every_coordinate_over_time() -> None:
 def test_error_feedback_residual_stays_bounded(growth: str) -> None:
     """Stich et al.: with a contractive selection the residual stays within a constant of the gradients."""
     n = 400
-    codec = make_codec(f"ef(sharedk:ratio=0.05,growth={growth})")
-    assert isinstance(codec, ErrorFeedback)
+    codec, memory = build_pair(f"sharedk:ratio=0.05,growth={growth}", "ef")
+    assert isinstance(memory, ErrorFeedback)
     norms = []
     for step in range(300):
         key = ChunkKey(2, step, 0)
         g = chunk(n, seed=step)
-        payload = codec.encode(g, key)
-        codec.inner.observe(codec.inner.decode(payload), key)
-        norms.append(float(codec.memory.residuals[0].norm() / g.norm()))
+        payload = encode_own(codec, memory, g, key)
+        codec.observe(codec.decode(payload), key)
+        norms.append(float(memory.residuals[0].norm() / g.norm()))
     assert max(norms[150:]) < 2.0 * max(norms[:150]) + 1.0
     assert max(norms) < 60.0  # sqrt(n / k) = sqrt(20) times a few: bounded, not growing with the steps
 
@@ -135,7 +135,7 @@ def test_codec_state_round_trips_and_restores_the_choice() -> None:
     restored.load_codec_state(codec.codec_state())
     key = ChunkKey(7, 5, 0)
     assert torch.equal(codec.indices(n, key), restored.indices(n, key))
-    stacked = make_codec("dmc(sharedk:ratio=0.1+qsgd:bits=8)")
+    stacked = make_codec("sharedk:ratio=0.1+qsgd:bits=8", for_memory=True)
     stacked.load_codec_state(codec.codec_state())
     assert torch.equal(stacked.codec_state()[0]["rate"], codec.states[0].rate)
 

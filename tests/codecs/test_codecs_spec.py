@@ -6,7 +6,7 @@ import pytest
 import torch
 from codec_cases import ALL_SPECS, chunk
 
-from adass.codecs import CODECS, ChunkKey, Codec, ErrorFeedback, StackCodec, make_codec
+from adass.codecs import CODECS, ChunkKey, Codec, StackCodec, make_codec
 from adass.registry import SpecError
 
 
@@ -19,8 +19,7 @@ def test_canonical_name_round_trips(spec: str) -> None:
     codec = make_codec(spec)
     again = make_codec(codec.name)
     assert again == codec and again.name == codec.name
-    for flag in ("summable", "needs_shared_scale", "can_share_scale", "fixed_size", "lossless"):
-        assert getattr(again, flag) == getattr(codec, flag)
+    assert again.traits == codec.traits
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)
@@ -33,19 +32,18 @@ def test_every_codec_round_trips_edge_lengths(spec: str, n: int) -> None:
         out = codec.decode(payload)
         assert out.shape == (n,) and out.dtype == torch.float32 and torch.isfinite(out).all()
         assert payload.numel == n and payload.nbytes >= 0
-        if codec.fixed_size:
+        if codec.traits.fixed_size:
             assert codec.encode(chunk(n, seed=9), key).nbytes == payload.nbytes
-    if codec.summable and n:
+    if codec.traits.summable and n:
         assert codec.decode(codec.add(payload, payload)).shape == (n,)
 
 
-def test_stacking_and_ef_forms() -> None:
+def test_stacking_and_the_memory_variant() -> None:
     stack = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8")
     assert isinstance(stack, StackCodec) and stack.outer.name.startswith("randk")
-    ef = make_codec("randk:ratio=0.01,scale=false,ef=true+qsgd:bits=8")
-    assert isinstance(ef, ErrorFeedback) and ef.inner == stack.under_memory()
-    assert ef.inner.inner.rounding == "nearest" and stack.inner.rounding == "auto"
-    assert ef.name == f"ef({stack.name})" and make_codec(ef.name) == ef
+    under = make_codec("randk:ratio=0.01,scale=false+qsgd:bits=8", for_memory=True)
+    assert under.inner.rounding == "nearest" and stack.inner.rounding == "auto"
+    assert make_codec(under.name) == under
 
 
 @pytest.mark.parametrize(
@@ -61,10 +59,10 @@ def test_stacking_and_ef_forms() -> None:
         ("randk:k=3", "unknown parameter 'k'"),
         ("qsgd+randk", "only a sparsifier"),
         ("randk+", "empty part"),
-        ("ef(ef(fp32))", "given twice"),
+        ("ef(fp32)", "names a memory"),
         ("ef(fp32", "unbalanced"),
-        ("randk+ef(qsgd)", "must wrap the whole spec"),
-        ("topk:ef=maybe", "ef='maybe' is not allowed"),
+        ("randk+ef(qsgd)", "names a memory"),
+        ("topk:ef=true", "unknown parameter 'ef'"),
     ],
 )
 def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
@@ -81,5 +79,5 @@ def test_codecs_run_on_cuda(spec: str) -> None:
     payload = codec.encode(x, ChunkKey(1, 2, 3))
     out = codec.decode(payload)
     assert out.is_cuda and out.shape == x.shape and torch.isfinite(out).all()
-    if codec.lossless:
+    if codec.traits.lossless:
         assert torch.equal(out, x)

@@ -38,7 +38,7 @@ def test_edge_lengths(n: int, key) -> None:
 def test_not_summable(key) -> None:
     codec = TopK(0.1)
     p = codec.encode(chunk(50), key)
-    assert not codec.summable and not codec.can_share_scale
+    assert not codec.traits.summable and not codec.traits.can_share_scale
     with pytest.raises(TypeError, match="not summable"):
         codec.add(p, p)
     with pytest.raises(TypeError, match="no shared-scale mode"):

@@ -10,13 +10,14 @@ from exchange_cases import grads
 from adass.codecs import ChunkKey, make_codec
 from adass.exchange import simulate
 from adass.exchange.transport.bare import BareLayout
+from adass.memory import build_pair
 
 
 @pytest.mark.parametrize("spec", ["qsgd:bits=8", "qsgd:bits=3,bucket=7", "fp16", "ef(qsgd:bits=2)"])
 @pytest.mark.parametrize("count", [None, 6.5])
 def test_bare_buffers_round_trip(spec: str, count: float | None) -> None:
     for n in [0, 1, 1001]:
-        codec = make_codec(spec)  # a fresh error-feedback memory for each length
+        codec = build_pair(spec)[0]  # the codec that travels (under a memory, its memory variant)
         layout = BareLayout(codec.template(n), counted=count is not None)
         payload = codec.encode(grads(1, n, seed=n)[0], ChunkKey(1, 2, 3))
         bare = layout.pack(payload, count)
@@ -64,12 +65,12 @@ def test_the_ring_sends_quantized_chunks_bare(counts) -> None:
 def test_keyed_buffers_round_trip_and_refuse_another_key(spec: str, count: float | None) -> None:
     # random-k's header names the chunk key, so its layout follows from the length and the key
     for n in [0, 1, 1001]:
-        codec, key = make_codec(spec), ChunkKey(4, 5, 6)
+        codec, key = build_pair(spec)[0], ChunkKey(4, 5, 6)
         assert codec.template(n) is None
         layout = BareLayout(codec.keyed_template(n, key), counted=count is not None)
         payload = codec.encode(grads(1, n, seed=n)[0], key)
         bare = layout.pack(payload, count)
-        selector = (codec.keyed_values() or codec.inner.keyed_values()).selector  # ef: its inner codec's
+        selector = codec.keyed_values().selector
         tensor_bytes = sum(t.numel() * t.element_size() for t in payload.tensors.values())
         assert tensor_bytes == 4 * selector.k_for(n) / (2 if "16" in spec else 1)
         assert bare.tensors["values"].numel() == tensor_bytes + (8 if count is not None else 0)
@@ -78,7 +79,7 @@ def test_keyed_buffers_round_trip_and_refuse_another_key(spec: str, count: float
         assert torch.equal(codec.decode(back), codec.decode(payload))
         if n:
             with pytest.raises(RuntimeError, match="template"):
-                layout.pack(make_codec(spec).encode(grads(1, n)[0], ChunkKey(4, 6, 6)), count)  # next step
+                layout.pack(build_pair(spec)[0].encode(grads(1, n)[0], ChunkKey(4, 6, 6)), count)  # next step
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_the_ring_sends_error_feedback_random_k_as_bare_values(spec: str, counts
     n, workers = 3000, 3
     result = simulate(grads(workers, n), exchange="ring", codec=spec, counts=counts)
     t = result.traffic
-    keyed = make_codec(spec).inner.keyed_values()
+    keyed = build_pair(spec)[0].keyed_values()
     value_bytes = 2 if "fp16" in spec else 4
     k = keyed.selector.k_for(n // workers)
     assert len(t) and (t.wire_bytes == value_bytes * k + (0 if counts is None else 8)).all()

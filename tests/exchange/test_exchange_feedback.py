@@ -9,9 +9,10 @@ import pytest
 import torch
 from exchange_cases import grads, weighted_mean
 
-from adass.codecs import Memory, make_codec
+from adass.codecs import make_codec
 from adass.exchange import InProcHub, make_exchange
 from adass.exchange.chunking import ChunkLayout
+from adass.memory import Memory
 
 
 def _steps(exchanges: list, steps: range, n: int) -> list[list[torch.Tensor]]:

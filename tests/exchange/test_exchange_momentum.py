@@ -11,8 +11,9 @@ import pytest
 import torch
 from exchange_cases import grads
 
-from adass.codecs import MomentumMemory, make_codec, warmup_ratio
+from adass.codecs import make_codec, warmup_ratio
 from adass.exchange import InProcHub, make_exchange
+from adass.memory import MomentumCorrection
 
 MOMENTUM = 0.9
 
@@ -63,7 +64,7 @@ def test_every_coordinate_sent_gives_the_momentum_buffer_of_the_mean(spec: str, 
 def test_only_momentum_correction_takes_the_momentum() -> None:
     hub = InProcHub(2)
     mc = make_exchange("ring", hub.transport(0), "mc(randk:ratio=0.1,scale=false)")
-    assert mc.take_momentum(0.7) and isinstance(mc.memory, MomentumMemory) and mc.memory.momentum == 0.7
+    assert mc.take_momentum(0.7) and isinstance(mc.memory, MomentumCorrection) and mc.memory.momentum == 0.7
     assert not make_exchange("ring", hub.transport(0), "ef(randk:ratio=0.1,scale=false)").take_momentum(0.7)
     assert not make_exchange("ring", hub.transport(0), "fp32").take_momentum(0.7)
 

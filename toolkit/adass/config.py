@@ -14,10 +14,11 @@ from typing import Any
 
 import param
 
-from .codecs import CODECS, Codec, make_codec
+from .codecs import CODECS, Codec
 from .data import DATASETS, SHARDINGS
 from .exchange import EXCHANGES, check
 from .exchange.link import parse_link
+from .memory import MEMORIES, build_pair, split_memory
 from .models import MODELS
 from .options import allowed, check_value
 from .registry import Registry, SpecError
@@ -84,7 +85,11 @@ class OptimSection(param.Parameterized):
 class CodecSection(param.Parameterized):
     codec = param.String(
         "fp32",
-        doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B, ef(SPEC), mc(SPEC), dmc(SPEC))",
+        doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B; ef(SPEC), mc(SPEC), dmc(SPEC) name a --memory too)",
+    )
+    memory = param.String(
+        "none",
+        doc=f"what each worker keeps around its own share from step to step ({'|'.join(MEMORIES.names())})",
     )
 
 
@@ -161,28 +166,30 @@ SPEC_REGISTRIES: dict[str, Registry] = {
     "model": MODELS,
     "sampler": SAMPLERS,
     "codec": CODECS,
+    "memory": MEMORIES,
     "exchange": EXCHANGES,
 }
 
 
 @lru_cache(maxsize=64)
-def codec_probe(spec: str) -> Codec:
-    """The codec ``spec`` builds, for checks only: never train with it (it may keep state, such as
-    error-feedback memory). Built once per spec and process, however often configurations are
-    validated: every replica validates its configuration again, and comparisons validate each arm.
+def codec_probe(spec: str, memory: str = "none") -> Codec:
+    """The codec ``spec`` builds (with ``memory``, which the spec may name itself: ``ef(SPEC)``), for
+    checks only: never train with it (it may keep state). Built once per spec and process, however
+    often configurations are validated: every replica validates its configuration again, and
+    comparisons validate each arm.
     """
-    return make_codec(spec)
+    return build_pair(spec, memory)[0]
 
 
 @lru_cache(maxsize=64)
-def _checked_pair(exchange: str, codec: str) -> str:
-    return check(exchange, codec_probe(codec))
+def _checked_pair(exchange: str, codec: str, memory: str) -> str:
+    return check(exchange, codec_probe(codec, memory), split_memory(codec, memory)[1])
 
 
 # options whose spec grammar goes beyond one registry entry (checked by these, not by the registry's
 # validate): option name -> parser(text) -> object
 SPEC_PARSERS: dict[str, Callable[[str], object]] = {
-    "codec": codec_probe,
+    "codec": lambda spec: codec_probe(spec, "none"),  # the same cache key as the pair checks use
     "link": parse_link,
     "straggler": parse_straggler,
 }
@@ -294,10 +301,15 @@ class RunConfig:
         return dict(entry.factory.colocated_shards(**values))
 
     def check_pairs(self) -> None:
-        """Checks across options: the exchange must be able to carry the codec, and options that
-        need several replicas (or Dask) must have them."""
+        """Checks across options: the memory is named once and suits the codec, the exchange must be
+        able to carry the codec and its memory, and options that need several replicas (or Dask)
+        must have them."""
         try:
-            _checked_pair(self.exchange.exchange, self.codec.codec)
+            codec_probe(self.codec.codec, self.codec.memory)
+        except SpecError as err:
+            raise SpecError(f"--memory/--codec: {err}") from None
+        try:
+            _checked_pair(self.exchange.exchange, self.codec.codec, self.codec.memory)
         except SpecError as err:
             raise SpecError(f"--exchange/--codec: {err}") from None
         c, flat = self.cluster, self.flat()
@@ -311,7 +323,11 @@ class RunConfig:
                 entry.factory.check_workers(self.world, **values)
             except SpecError as err:
                 raise SpecError(f"--exchange/{count}: {err}") from None
-        needs = {"codec": "fp32", "link": "", "straggler": ""} if self.backend == "local" else {}
+        needs = (
+            {"codec": "fp32", "memory": "none", "link": "", "straggler": ""}
+            if self.backend == "local"
+            else {}
+        )
         if self.backend != "dask":
             needs.update({option: "" for option in _DASK_ONLY})
         for option, default in needs.items():

@@ -1,5 +1,5 @@
-"""Gradient codecs: dense floats, QSGD, random-k, top-k, stacks of them, error feedback and momentum
-correction.
+"""Gradient codecs: dense floats, QSGD, random-k, top-k, shared-k, and stacks of them (a memory such
+as error feedback lives beside a codec, in ``adass.memory``).
 
 Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the protocol lives in
 ``base.py``. Codecs do math only and never call a collective.
@@ -7,15 +7,10 @@ Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the p
 
 from . import fp, qsgd, randk, shared, topk  # noqa: F401  (each module registers its codecs)
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
-from .ef import ErrorFeedback
 from .fp import FloatCodec
-from .mc import DelayAwareMomentumCorrection, MomentumCorrection
-from .memory import Memory
-from .momentum import MomentumMemory
 from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
 from .qsgd import QSGD
 from .randk import RandomK
-from .sent_momentum import SentMomentumMemory
 from .shared import SharedK
 from .sparse import Sparsifier, kept_count
 from .spec import CODECS, make_codec
@@ -28,15 +23,9 @@ __all__ = [
     "QSGD",
     "ChunkKey",
     "Codec",
-    "DelayAwareMomentumCorrection",
-    "ErrorFeedback",
     "FloatCodec",
-    "Memory",
-    "MomentumCorrection",
-    "MomentumMemory",
     "Payload",
     "RandomK",
-    "SentMomentumMemory",
     "SharedK",
     "Sparsifier",
     "StackCodec",

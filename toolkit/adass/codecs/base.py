@@ -16,12 +16,26 @@ import torch
 from .chunks import ChunkKey, Payload, as_chunk, generator_for, seed_for, stable_seed
 from .kernels import REFERENCE
 from .kernels import choose as choose_kernels
-from .memory import Memory
+from .traits import Traits
 
 __all__ = [
-    "ChunkKey", "Codec", "KeyedValues", "Payload", "Selector", "as_chunk", "generator_for", "seed_for",
-    "stable_seed",
+    "ChunkKey", "Codec", "KeyedValues", "Payload", "Selector", "SentValues", "Traits", "as_chunk", "generator_for",
+    "seed_for", "stable_seed",
 ]  # fmt: skip
+
+
+class SentValues(Protocol):
+    """What a codec's ``sparse`` declaration gives: the coordinates a payload sent, and the decoded
+    values there."""
+
+    def sent_coordinates(self, payload: Payload) -> torch.Tensor:
+        """The coordinates (int64, of the dense chunk) whose values ``payload`` carries."""
+        ...
+
+    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
+        """The float32 values ``decode`` writes at ``sent_coordinates(payload)``, in that order,
+        without the dense chunk, where the codec can give them so; None otherwise."""
+        ...
 
 
 class Selector(Protocol):
@@ -69,31 +83,16 @@ class KeyedValues:
 class Codec(ABC):
     """Encode a dense fp32 chunk into a Payload and back.
 
-    Capabilities (class or instance attributes) tell an exchange what it may do:
+    What it declares, so an exchange and a memory never look at its class:
 
-    summable : bool
-        ``add(a, b)`` combines two payloads without decoding (fp32/fp16/bf16, aligned random-k,
-        shared-scale quantization). ``decode(add(a, b))`` stands for ``decode(a) + decode(b)``.
-    needs_shared_scale : bool
-        Workers must agree on a scale per chunk first: ``local_scale(x, key)`` gives a worker's own
-        scale tensor, the exchange takes the elementwise max across workers and passes it as
-        ``encode(x, key, scale=...)``; then integer codes add up exactly.
-    can_share_scale : bool
-        ``with_shared_scale()`` returns a variant of this codec with ``needs_shared_scale`` and
-        ``summable`` set (QSGD, and codecs that wrap it). The ring's ``shared_scale`` strategy asks
-        for it; ``requantize`` uses the codec as given.
-    fixed_size : bool
-        Every payload of a chunk of a given length has the same size (aligned summing possible).
-    lossless : bool
-        ``decode(encode(x)) == x`` bit for bit.
-    requantizable : bool
-        A partial sum may be decoded, added to and encoded again at each hop of a ring (QSGD, and
-        random-k stacks over it, whose kept values line up). Codecs whose payloads of different
-        workers keep different coordinates (top-k) are not.
-    contractive : bool
-        False where decoding is known to amplify what it keeps (random-k with its ``n/k`` gain), so
-        that ``||decode(encode(x)) - x||`` may exceed ``||x||`` and an error-feedback residual grows
-        without bound; error feedback refuses such a codec.
+    traits : Traits
+        The capabilities of its payloads (``traits.py``): summable, shared scale, fixed size,
+        lossless, requantizable, contractive.
+    sparse : SentValues or None
+        For a codec that sends a few coordinates of a chunk (a sparsifier, or a stack behind one):
+        what tells which ones a payload carries, ``sent_coordinates(payload)``, and the decoded
+        values there alone, ``decode_sent(payload)`` (momentum correction masks and renews them).
+        None (the default) where every coordinate travels.
     name : str
         The canonical spec string: ``make_codec(codec.name)`` builds an equal codec.
 
@@ -102,7 +101,7 @@ class Codec(ABC):
     kernels : {"reference", "fused"}
         The kernels its methods run (``adass.codecs.kernels``), fixed when it is built: the
         ``kernels`` argument, else the default of that moment. Both give the same bits; the choice
-        is not part of ``name``, and variants (``with_shared_scale``, ``under_memory``) keep it.
+        is not part of ``name``, and variants (``with_shared_scale``) keep it.
 
     Notes
     -----
@@ -126,20 +125,14 @@ class Codec(ABC):
 
     Methods say more about a codec's structure, so an exchange never looks at its class:
     ``keyed_values()`` (coordinates that follow from the chunk key, and the codec of the kept
-    values), ``error_feedback()`` (the codec that travels and the residual memory that an
-    exchange keeps around a worker's own share), ``sent_coordinates(payload)`` (what a sparsifier
-    sent, which momentum correction masks), ``set_epoch(epoch)`` (a wire format that follows a
-    schedule) and ``observe(averaged, key)`` with ``codec_state()`` (a codec that learns from the
-    averaged result every worker holds after an all-reduce, and what a checkpoint keeps of it).
+    values), ``set_epoch(epoch)`` (a wire format that follows a schedule) and ``observe(averaged,
+    key)`` with ``codec_state()`` (a codec that learns from the averaged result every worker holds
+    after an all-reduce, and what a checkpoint keeps of it). A memory (``adass.memory``) asks only
+    ``contractive`` and ``sparse``.
     """
 
-    summable: bool = False
-    needs_shared_scale: bool = False
-    can_share_scale: bool = False
-    fixed_size: bool = True
-    lossless: bool = False
-    requantizable: bool = False
-    contractive: bool = True
+    traits: Traits = Traits()
+    sparse: SentValues | None = None
     name: str = "codec"
     kernels: str = REFERENCE  # where a subclass never calls Codec.__init__: it has no fused paths
 
@@ -168,11 +161,6 @@ class Codec(ABC):
         """Write ``decode(payload)`` into ``out`` (a float32 tensor of ``payload.numel`` values);
         codecs whose decode is mostly zeros write their values straight into place."""
         out.copy_(self.decode(payload))
-
-    def under_memory(self) -> Codec:
-        """The variant an error-feedback memory encodes with (this codec unless a setting says
-        otherwise: QSGD's ``rounding=auto`` becomes ``nearest``)."""
-        return self
 
     def requantize(self, received: Payload, x: torch.Tensor, key: ChunkKey, weight: float = 1.0) -> Payload:
         """One hop of a ring's ``requantize``: ``encode(decode(received) + x * weight, key)``, the
@@ -213,30 +201,13 @@ class Codec(ABC):
 
     def with_shared_scale(self) -> Codec:
         """The shared-scale variant of this codec (itself if it already needs a shared scale)."""
-        if self.needs_shared_scale:
+        if self.traits.needs_shared_scale:
             return self
         raise TypeError(f"codec {self.name!r} has no shared-scale mode")
 
     def keyed_values(self) -> KeyedValues | None:
         """Where this codec keeps coordinates that follow from the chunk key alone (the same on
         every worker): its selector and the codec of the kept values. None (the default) otherwise."""
-        return None
-
-    def error_feedback(self) -> tuple[Codec, Memory | None]:
-        """The codec whose payloads travel, and the residual memory an exchange keeps around a
-        worker's own share (compensate before encoding it, update after); ``(self, None)`` (the
-        default) for codecs without error feedback."""
-        return self, None
-
-    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
-        """The coordinates (int64, of the dense chunk) whose values ``payload`` carries, for a codec
-        that sends a few of them (a sparsifier); None (the default) where every coordinate travels."""
-        return None
-
-    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
-        """The float32 values :meth:`decode` writes at ``sent_coordinates(payload)``, in that order,
-        without the dense chunk (zeros elsewhere), where the codec can give them so; None (the
-        default) otherwise."""
         return None
 
     def set_epoch(self, epoch: int) -> None:

@@ -11,6 +11,7 @@ import torch
 
 from .base import ChunkKey, Codec, Payload, as_chunk
 from .spec import CODECS
+from .traits import Traits
 
 __all__ = ["FloatCodec"]
 
@@ -33,17 +34,13 @@ class FloatCodec(Codec):
     length is part of the agreed chunking, and the tensor carries it anyway).
     """
 
-    summable = True
-    needs_shared_scale = False
-    fixed_size = True
-
     def __init__(self, dtype_name: str = "fp32", kernels: str | None = None) -> None:
         super().__init__(kernels)
         if dtype_name not in _DTYPES:
             raise ValueError(f"dtype_name={dtype_name!r}; expected one of {'|'.join(_DTYPES)}")
         self.name = dtype_name
         self.dtype = _DTYPES[dtype_name]
-        self.lossless = self.dtype == torch.float32
+        self.traits = Traits(summable=True, lossless=self.dtype == torch.float32)
 
     def bytes_per_value(self) -> float:
         return float(self.dtype.itemsize)
@@ -70,7 +67,7 @@ class FloatCodec(Codec):
 
 def _register(dtype_name: str, doc: str) -> None:
     @CODECS.register(dtype_name, doc=doc)
-    def build(kernels: str | None = None) -> FloatCodec:
+    def build(kernels: str | None = None, for_memory: bool = False) -> FloatCodec:
         return FloatCodec(dtype_name, kernels)
 
 

@@ -39,6 +39,7 @@ from .base import ChunkKey, Codec, Payload, as_chunk, seed_for
 from .kernels import FUSED
 from .packing import bits_for, code_dtype, pack_bits, packed_nbytes, unpack_bits
 from .spec import CODECS, canonical
+from .traits import Traits
 
 __all__ = ["QSGD", "HEADER_BYTES"]
 
@@ -113,11 +114,6 @@ class QSGD(Codec):
         The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
     """
 
-    fixed_size = True
-    lossless = False
-    can_share_scale = True
-    requantizable = True
-
     def __init__(
         self,
         bits: int = 8,
@@ -135,8 +131,9 @@ class QSGD(Codec):
         self.norm, self.shared, self.rounding = values["norm"], values["shared"], values["rounding"]
         self.nearest = self.rounding == "nearest"
         self.levels = 1 if self.bits == 1 else 2**self.bits - 2  # L: intervals on [-M, M]
-        self.summable = self.shared
-        self.needs_shared_scale = self.shared
+        self.traits = Traits(
+            summable=self.shared, needs_shared_scale=self.shared, can_share_scale=True, requantizable=True
+        )
         self.name = canonical("qsgd", PARAMS, values)
 
     def with_shared_scale(self) -> QSGD:
@@ -146,16 +143,6 @@ class QSGD(Codec):
             if self.shared
             else QSGD(self.bits, self.bucket, self.norm, True, self.rounding, self.kernels)
         )
-
-    def under_memory(self) -> QSGD:
-        """``rounding=auto`` becomes ``nearest``: a memory carries what rounding drops to the next
-        step, and needs a contractive codec to stay bounded. Stochastic rounding's error is not
-        smaller than the value at few bits (``|x| (D - |x|)`` against ``x**2`` for ``|x| < D``, and
-        most of a bucket lies far below its max), so at 2 bits an error-feedback residual grows
-        step after step; rounding to the nearest level never errs by more than ``|x|``."""
-        if self.rounding != "auto":
-            return self
-        return QSGD(self.bits, self.bucket, self.norm, self.shared, "nearest", self.kernels)
 
     def bytes_per_value(self) -> float:
         return self.bits / 8 + 4 / self.bucket
@@ -436,7 +423,15 @@ class QSGD(Codec):
 
 @CODECS.register("qsgd", **PARAMS)
 def build_qsgd(
-    bits: int, bucket: int, norm: str, shared: bool, rounding: str, kernels: str | None = None
-) -> QSGD:
+    bits: int, bucket: int, norm: str, shared: bool, rounding: str, kernels: str | None = None,
+    for_memory: bool = False,
+) -> QSGD:  # fmt: skip
     """b-bit quantization, one scale per bucket; stochastic rounding (unbiased) by default"""
+    # Under a memory ``auto`` rounds to the nearest level: the memory carries what rounding drops to
+    # the next step, and needs a contractive codec to stay bounded. Stochastic rounding's error is
+    # not smaller than the value at few bits (``|x| (D - |x|)`` against ``x**2`` for ``|x| < D``, and
+    # most of a bucket lies far below its max), so at 2 bits an error-feedback residual grows step
+    # after step; rounding to the nearest level never errs by more than ``|x|``.
+    if for_memory and rounding == "auto":
+        rounding = "nearest"
     return QSGD(bits, bucket, norm, shared, rounding, kernels)

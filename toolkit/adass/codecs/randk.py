@@ -26,6 +26,7 @@ from .kernels import FUSED
 from .sampling import IndexCache, block_sample, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
+from .traits import Traits
 from .warmup import WARMUP
 
 __all__ = ["RandomK", "HEADER_BYTES"]
@@ -74,11 +75,6 @@ class RandomK(Sparsifier):
         The kernels its methods run, fixed now (``Codec.kernels``); None: the default.
     """
 
-    summable = True
-    needs_shared_scale = False
-    fixed_size = True
-    lossless = False
-
     def __init__(
         self,
         ratio: float = 0.01,
@@ -92,7 +88,7 @@ class RandomK(Sparsifier):
         self.scale = PARAMS["scale"].convert("codec 'randk'", "scale", scale)
         self.warmup = PARAMS["warmup"].convert("codec 'randk'", "warmup", warmup)
         self.block = PARAMS["block"].convert("codec 'randk'", "block", block)
-        self.contractive = not self.scale
+        self.traits = Traits(summable=True, contractive=not self.scale)
         values = {"ratio": self.ratio, "scale": self.scale, "warmup": self.warmup, "block": self.block}
         left_out = {"warmup": self.warmup == 0, "block": self.block == 1}
         named = {k: p for k, p in PARAMS.items() if not left_out.get(k, False)}
@@ -201,6 +197,7 @@ class RandomK(Sparsifier):
 
 
 @CODECS.register("randk", **PARAMS)
-def build_randk(ratio: float, scale: bool, warmup: int, block: int, kernels: str | None = None) -> RandomK:
+def build_randk(ratio: float, scale: bool, warmup: int, block: int, kernels: str | None = None,
+                for_memory: bool = False) -> RandomK:  # fmt: skip
     """random-k with coordinates shared through the chunk key; only values travel"""
     return RandomK(ratio, scale, warmup, block, kernels)

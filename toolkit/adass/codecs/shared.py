@@ -322,6 +322,6 @@ class SharedK(RandomK):
 
 @CODECS.register("sharedk", **PARAMS)
 def build_sharedk(ratio: float, top: float, growth: str, decay: float, unseen: str, warmup: int,
-                  kernels: str | None = None) -> SharedK:  # fmt: skip
+                  kernels: str | None = None, for_memory: bool = False) -> SharedK:  # fmt: skip
     """random-k whose coordinates follow the shared averaged gradient: top scores plus a random rest"""
     return SharedK(ratio, top, growth, decay, warmup, unseen, kernels)

@@ -54,6 +54,11 @@ class Sparsifier(Codec):
     def kept_indices(self, rest: Payload, k: int) -> torch.Tensor:
         """The sorted coordinates (int64) of the ``k`` values of a payload whose rest is ``rest``."""
 
+    @property
+    def sparse(self) -> Sparsifier:  # type: ignore[override]
+        """Itself: a sparsifier tells which coordinates a payload sent."""
+        return self
+
     def sent_coordinates(self, payload: Payload) -> torch.Tensor:
         """The coordinates whose values ``payload`` carries."""
         return self.kept_indices(self.rest_of(payload), payload.tensors["values"].numel())

@@ -18,6 +18,7 @@ import torch
 from ..registry import SpecError
 from .base import ChunkKey, Codec, KeyedValues, Payload, as_chunk
 from .sparse import Sparsifier
+from .traits import Traits
 
 __all__ = ["StackCodec"]
 
@@ -35,8 +36,6 @@ class StackCodec(Codec):
         Encodes the ``(k,)`` value vector (for example ``qsgd``).
     """
 
-    lossless = False
-
     def __init__(self, outer: Codec, inner: Codec) -> None:
         if not isinstance(outer, Sparsifier):
             raise SpecError(
@@ -46,12 +45,15 @@ class StackCodec(Codec):
         super().__init__(outer.kernels)  # both parts run their own kernels; make_codec builds them alike
         self.outer, self.inner = outer, inner
         self.name = f"{outer.name}+{inner.name}"
-        self.summable = outer.summable and inner.summable
-        self.needs_shared_scale = inner.needs_shared_scale
-        self.can_share_scale = outer.summable and inner.can_share_scale
-        self.fixed_size = outer.fixed_size and inner.fixed_size
-        self.requantizable = outer.keyed_values() is not None and inner.requantizable
-        self.contractive = outer.contractive and inner.contractive
+        a, b = outer.traits, inner.traits
+        self.traits = Traits(
+            summable=a.summable and b.summable,
+            needs_shared_scale=b.needs_shared_scale,
+            can_share_scale=a.summable and b.can_share_scale,
+            fixed_size=a.fixed_size and b.fixed_size,
+            requantizable=outer.keyed_values() is not None and b.requantizable,
+            contractive=a.contractive and b.contractive,
+        )
 
     def bytes_per_value(self) -> float:
         return self.outer.current_ratio * self.inner.bytes_per_value()
@@ -71,6 +73,11 @@ class StackCodec(Codec):
     def load_codec_state(self, state: dict[str, Any]) -> None:
         """The sparsifier's."""
         self.outer.load_codec_state(state)
+
+    @property
+    def sparse(self) -> StackCodec:  # type: ignore[override]
+        """Itself: the sparsifier's coordinates, with the inner codec's values."""
+        return self
 
     def sent_coordinates(self, payload: Payload) -> torch.Tensor:
         """The sparsifier's kept coordinates."""
@@ -97,16 +104,11 @@ class StackCodec(Codec):
             return None
         return self._join(Payload({}, numel, dict(outer.header), outer.header_bytes), inner)
 
-    def under_memory(self) -> StackCodec:
-        """Both parts' variants for a memory (the inner codec's rounding)."""
-        outer, inner = self.outer.under_memory(), self.inner.under_memory()
-        return self if (outer, inner) == (self.outer, self.inner) else StackCodec(outer, inner)
-
     def with_shared_scale(self) -> StackCodec:
         """The stack with the inner codec in shared-scale mode (summable with random-k)."""
-        if self.needs_shared_scale:
+        if self.traits.needs_shared_scale:
             return self
-        if not self.can_share_scale:
+        if not self.traits.can_share_scale:
             raise TypeError(f"codec {self.name!r} has no shared-scale mode")
         return StackCodec(self.outer, self.inner.with_shared_scale())
 
@@ -149,7 +151,7 @@ class StackCodec(Codec):
 
     def add(self, a: Payload, b: Payload) -> Payload:
         """Sum of two aligned payloads: the inner payloads add (shared-scale QSGD codes add)."""
-        if not self.summable:
+        if not self.traits.summable:
             raise TypeError(f"codec {self.name!r} is not summable")
         rest_a, inner_a = self._parts(a)
         rest_b, inner_b = self._parts(b)

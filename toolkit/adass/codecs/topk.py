@@ -17,6 +17,7 @@ from .base import ChunkKey, Payload
 from .packing import bits_for, pack_bits, unpack_bits
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
+from .traits import Traits
 from .warmup import WARMUP
 
 __all__ = ["TopK", "HEADER_BYTES"]
@@ -43,10 +44,7 @@ class TopK(Sparsifier):
         Kept for the codecs that wrap it (``Codec.kernels``); its own math is torch's.
     """
 
-    summable = False
-    needs_shared_scale = False
-    fixed_size = True
-    lossless = False
+    traits = Traits()  # nothing adds: workers keep different coordinates
 
     def __init__(self, ratio: float = 0.01, warmup: int = 0, kernels: str | None = None) -> None:
         super().__init__(kernels)
@@ -82,6 +80,6 @@ class TopK(Sparsifier):
 
 
 @CODECS.register("topk", **PARAMS)
-def build_topk(ratio: float, warmup: int, kernels: str | None = None) -> TopK:
+def build_topk(ratio: float, warmup: int, kernels: str | None = None, for_memory: bool = False) -> TopK:
     """top-k by magnitude; values and packed indices travel; not summable"""
     return TopK(ratio, warmup, kernels)

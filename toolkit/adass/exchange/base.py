@@ -1,5 +1,5 @@
 """The Exchange protocol (``reduce(flat_grad, count)`` per rank), the exchange registry, and the
-check that an exchange and a codec can work together before anything runs.
+check that an exchange, a codec and a memory can work together before anything runs.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
-from ..codecs import Codec, make_codec
+from ..codecs import Codec
 from ..codecs.base import ChunkKey
+from ..memory import Memory, build_pair
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
 from .link import CodecClock, Link, stage_seconds
@@ -32,7 +33,11 @@ class Exchange(ABC):
     transport : Transport
         This rank's endpoint.
     codec : Codec or str
-        How gradient chunks travel (a spec string is built with ``make_codec``).
+        How gradient chunks travel (a spec string is built with ``adass.memory.build_pair``, so the
+        older ``ef(SPEC)`` names the memory).
+    memory : Memory or str, optional
+        What this rank keeps around its own share from step to step (a name is built for the codec);
+        None or ``"none"``: nothing.
     seed : int
         Run seed; with the step and chunk id it seeds every codec draw, the same on every rank.
     run : str
@@ -44,11 +49,11 @@ class Exchange(ABC):
     Attributes
     ----------
     codec : Codec
-        The codec whose payloads travel (for ``ef(SPEC)``, the codec of ``SPEC``).
+        The codec whose payloads travel.
     memory : Memory or None
-        Error feedback around this rank's own share (``ef(SPEC)``, and ``mc(SPEC)`` whose memory
-        also keeps velocities): each chunk is compensated with its residual before it is encoded
-        and keeps what the encoding lost; None without. Saved by :meth:`state_dict`.
+        The memory around this rank's own share (error feedback, momentum correction): each chunk
+        is compensated before it is encoded and the memory keeps what the encoding lost; None
+        without. Saved by :meth:`state_dict`.
     step : int
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
@@ -82,10 +87,11 @@ class Exchange(ABC):
     held_s: float = 0.0
 
     def __init__(
-        self, transport: Transport, codec: Codec | str, *, seed: int = 0, run: str = "", epoch: int = 0
-    ) -> None:
+        self, transport: Transport, codec: Codec | str, *, memory: Memory | str | None = None,
+        seed: int = 0, run: str = "", epoch: int = 0,
+    ) -> None:  # fmt: skip
         self.transport = transport
-        self.codec, self.memory = (make_codec(codec) if isinstance(codec, str) else codec).error_feedback()
+        self.codec, self.memory = build_pair(codec, memory)
         self.seed, self.epoch, self.step = seed, epoch, 0
         self.transport.log.run = run
         self.clock = CodecClock()
@@ -101,13 +107,10 @@ class Exchange(ABC):
         self.codec.set_epoch(self._epoch)
 
     def take_momentum(self, momentum: float) -> bool:
-        """Where this exchange owns the optimizer's momentum (``mc(SPEC)``), keep ``momentum`` as its
-        factor and return True: the optimizer must then step without momentum. False otherwise.
-        """
-        if self.memory is None or not self.memory.owns_momentum:
-            return False
-        self.memory.momentum = float(momentum)  # type: ignore[attr-defined]
-        return True
+        """Where this exchange's memory owns the optimizer's momentum (momentum correction), it keeps
+        ``momentum`` as its factor and this returns True: the optimizer must then step without
+        momentum. False otherwise."""
+        return self.memory is not None and self.memory.take_momentum(momentum)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -139,8 +142,8 @@ class Exchange(ABC):
         """
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of this exchange: the error-feedback residuals (``memory``, with
-        ``mc(SPEC)`` also the velocities) and what the codec learnt (``codec``, see
+        """What a checkpoint keeps of this exchange: the memory's state (``memory``: error-feedback
+        residuals, with momentum correction also the velocities) and what the codec learnt (``codec``, see
         ``Codec.observe``), as CPU tensors; empty where there is neither."""
         state = {} if self.memory is None else {"memory": self.memory.state_dict()}
         codec_state = self.codec.codec_state()
@@ -149,7 +152,7 @@ class Exchange(ABC):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` gave (residuals are ignored without error feedback)."""
+        """Restore what :meth:`state_dict` gave (a memory's state is ignored without a memory)."""
         if self.memory is not None and "memory" in state:
             self.memory.load_state_dict(state["memory"])
         if "codec" in state:
@@ -162,8 +165,8 @@ class Exchange(ABC):
             self.codec.observe(out[p.lo : p.hi], self._key(p.pid))
 
     @classmethod
-    def check(cls, codec: Codec, **params: Any) -> None:
-        """Raise SpecError (one line) if this exchange cannot work with ``codec``."""
+    def check(cls, codec: Codec, memory: Memory | None = None, **params: Any) -> None:
+        """Raise SpecError (one line) if this exchange cannot work with ``codec`` and ``memory``."""
         return None
 
     @classmethod
@@ -252,8 +255,9 @@ def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
 
 
 def make_exchange(
-    spec: str, transport: Transport, codec: Codec | str, *, kernels: str | None = None, **context: Any
-) -> Exchange:
+    spec: str, transport: Transport, codec: Codec | str, *, memory: Memory | str | None = None,
+    kernels: str | None = None, **context: Any,
+) -> Exchange:  # fmt: skip
     """Build an exchange from a spec (``ring:strategy=shared_scale``, ``ps:servers=2``).
 
     Parameters
@@ -263,26 +267,29 @@ def make_exchange(
     transport : Transport
         This rank's endpoint.
     codec : Codec or str
-        The gradient codec (checked against the exchange first).
+        The gradient codec (checked against the exchange first); a spec may name its memory the
+        older way (``ef(topk:ratio=0.01)``).
+    memory : Memory or str, optional
+        The memory around this rank's own share (``none``, ``ef``, ``mc``, ``dmc``); None: none.
     kernels : {"reference", "fused"}, optional
-        The kernels a codec built here from its spec fixes (see ``adass.codecs.kernels``); None:
-        the default. A codec given built keeps its own.
+        The kernels a codec and memory built here from their specs fix (see ``adass.codecs.kernels``);
+        None: the default. A codec given built keeps its own.
     **context
         ``seed``, ``run``, ``epoch``.
 
     Raises
     ------
     SpecError
-        A bad spec or an impossible exchange/codec pair, before anything is sent.
+        A bad spec or an impossible exchange/codec/memory triple, before anything is sent.
     """
-    codec = make_codec(codec, kernels) if isinstance(codec, str) else codec
-    check(spec, codec)
-    return EXCHANGES.build(spec, transport=transport, codec=codec, **context)
+    codec, memory = build_pair(codec, memory, kernels)
+    check(spec, codec, memory)
+    return EXCHANGES.build(spec, transport=transport, codec=codec, memory=memory, **context)
 
 
-def check(exchange_spec: str, codec_spec: str | Codec) -> str:
-    """Check that an exchange spec and a codec spec can work together; return the exchange spec
-    in canonical form.
+def check(exchange_spec: str, codec_spec: str | Codec, memory: str | Memory | None = None) -> str:
+    """Check that an exchange spec, a codec spec and a memory can work together; return the exchange
+    spec in canonical form.
 
     Raises
     ------
@@ -292,8 +299,8 @@ def check(exchange_spec: str, codec_spec: str | Codec) -> str:
     """
     parsed = parse_spec(exchange_spec, "exchange")
     entry, values = EXCHANGES.resolve(parsed)
-    codec = make_codec(codec_spec) if isinstance(codec_spec, str) else codec_spec
-    entry.factory.check(codec, **values)
+    codec, built = build_pair(codec_spec, memory)
+    entry.factory.check(codec, built, **values)
     if not values:
         return entry.name
     return entry.name + ":" + ",".join(f"{k}={v}" for k, v in values.items())

@@ -21,11 +21,12 @@ import torch
 
 from ..codecs import Codec, make_codec
 from ..codecs.base import ChunkKey, Payload
+from ..memory import Memory
+from ..memory.own import encode_own
 from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, require_positive, split_count, with_count
-from .feedback import encode_own
 from .transport import Transport
 
 __all__ = ["MODES", "ParameterServer", "ShardUpdate", "variant"]
@@ -115,7 +116,7 @@ class ParameterServer(Exchange):
     colocated : bool
         Builds :class:`~adass.exchange.ps_colocated.ColocatedParameterServer` instead: no server
         ranks, shard s served inside worker s (``mode=sync`` only).
-    transport, codec, seed, run, epoch
+    transport, codec, memory, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
     """
 
@@ -129,9 +130,10 @@ class ParameterServer(Exchange):
 
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
                  staleness: int = 0, colocated: bool = False, *, transport: Transport, codec: Codec | str,
-                 seed: int = 0, run: str = "", epoch: int = 0) -> None:  # fmt: skip
-        super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
-        self.check(self.codec, servers, pull, update, mode, staleness, colocated)
+                 memory: Memory | str | None = None, seed: int = 0, run: str = "",
+                 epoch: int = 0) -> None:  # fmt: skip
+        super().__init__(transport, codec, memory=memory, seed=seed, run=run, epoch=epoch)
+        self.check(self.codec, self.memory, servers, pull, update, mode, staleness, colocated)
         self.servers, self.workers = servers, self.worker_count(transport.world, servers)
         self.pull_codec = make_codec(pull)
         self.pulls_parameters = update == "server"
@@ -146,8 +148,9 @@ class ParameterServer(Exchange):
         return world - servers
 
     @classmethod
-    def check(cls, codec: Codec, servers: int = 1, pull: str = "fp32", update: str = "replica",
-              mode: str = "sync", staleness: int = 0, colocated: bool = False) -> None:  # fmt: skip
+    def check(cls, codec: Codec, memory: Memory | None = None, servers: int = 1, pull: str = "fp32",
+              update: str = "replica", mode: str = "sync", staleness: int = 0,
+              colocated: bool = False) -> None:  # fmt: skip
         if colocated and mode != "sync":
             raise SpecError(f"exchange 'ps': colocated=true is built for mode=sync; got mode={mode}")
         make_codec(pull)  # a bad pull spec fails here, with its own message
@@ -156,10 +159,9 @@ class ParameterServer(Exchange):
         if mode != "sync" and update != "server":
             raise SpecError(f"exchange 'ps': mode={mode} needs update=server (each server applies pushes "
                             f"as they come); got update={update}")  # fmt: skip
-        memory = codec.error_feedback()[1]
         if update == "server" and memory is not None and memory.owns_momentum:
-            raise SpecError(f"exchange 'ps': update=server applies the momentum on the servers; codec "
-                            f"{codec.name!r} applies it on the workers already (use ef(...) or update=replica)")  # fmt: skip
+            raise SpecError(f"exchange 'ps': update=server applies the momentum on the servers; memory "
+                            f"{memory.name!r} applies it on the workers already (use memory ef or update=replica)")  # fmt: skip
         if staleness and mode != "ssp":
             raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
                             f"with mode={mode} it must be 0")  # fmt: skip

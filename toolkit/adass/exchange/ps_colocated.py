@@ -18,10 +18,11 @@ import torch
 
 from ..codecs import Codec
 from ..codecs.base import Payload
+from ..memory import Memory
+from ..memory.own import encode_own
 from .base import output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, with_count
-from .feedback import encode_own
 from .ps import _EMPTY, ParameterServer, variant
 from .transport import RecvHandle, Transport
 
@@ -39,9 +40,10 @@ class ColocatedParameterServer(ParameterServer):
 
     def __init__(self, servers: int = 1, pull: str = "fp32", update: str = "replica", mode: str = "sync",
                  staleness: int = 0, colocated: bool = True, *, transport: Transport, codec: Codec | str,
-                 seed: int = 0, run: str = "", epoch: int = 0) -> None:  # fmt: skip
+                 memory: Memory | str | None = None, seed: int = 0, run: str = "",
+                 epoch: int = 0) -> None:  # fmt: skip
         super().__init__(servers, pull, update, mode, staleness, colocated, transport=transport, codec=codec,
-                         seed=seed, run=run, epoch=epoch)  # fmt: skip
+                         memory=memory, seed=seed, run=run, epoch=epoch)  # fmt: skip
 
     @classmethod
     def worker_count(cls, world: int, servers: int) -> int:

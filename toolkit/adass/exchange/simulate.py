@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from ..codecs import Codec, make_codec
+from ..codecs import Codec
+from ..memory import build_pair
 from ..registry import SpecError, parse_spec
 from .base import EXCHANGES, Exchange, check
 from .link import Link, parse_link, stage_seconds, traffic_frame
@@ -103,6 +104,12 @@ def _in_step_order(frame: pd.DataFrame) -> pd.DataFrame:
     return keyed.drop(columns="_order").reset_index(drop=True)
 
 
+def _codec_name(spec: str) -> str:
+    """The canonical name of the codec that travels, inside its memory's where there is one."""
+    codec, memory = build_pair(spec)
+    return codec.name if memory is None else f"{memory.name}({codec.name})"
+
+
 def simulate(
     grads: Sequence[torch.Tensor],
     exchange: str = "ring",
@@ -168,7 +175,7 @@ def simulate(
 
     def work(rank: int) -> None:
         ex = EXCHANGES.build(exchange, transport=hub.transport(rank, model),
-                             codec=make_codec(codec_spec), seed=seed)  # fmt: skip
+                             codec=codec_spec, seed=seed)  # fmt: skip
         ex.step = step
         if rank < workers:
             outputs[rank] = ex.reduce(grads[rank], None if counts is None else counts[rank])
@@ -180,6 +187,4 @@ def simulate(
     kind = entry.factory
     traffic = _in_step_order(traffic_frame([r for rank_records in records for r in rank_records]))
     seconds = kind.step_seconds(traffic, model) if model is not None and not traffic.empty else 0.0
-    return SimulationResult(
-        list(outputs), traffic, seconds, canonical, make_codec(codec_spec).name, model, kind
-    )
+    return SimulationResult(list(outputs), traffic, seconds, canonical, _codec_name(codec_spec), model, kind)

@@ -86,6 +86,7 @@ class ThreadsBackend:
                 config.exchange.exchange,
                 hub.transport(r, link),
                 config.codec.codec,
+                memory=config.codec.memory,
                 seed=config.optim.seed,
                 run=run_id,
             )  # fmt: skip

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ...codecs import Codec, make_codec
+from ...codecs import Codec
+from ...memory import Memory, build_pair
 from ...registry import Param
 from ..base import EXCHANGES, Exchange, output_buffer, require
 from ..chunking import ChunkLayout, Piece
@@ -46,7 +47,7 @@ class RingExchange(Exchange):
         Largest pipeline piece, in KiB of the codec's payload (``codec.bytes_per_value()`` per
         value: 1 MiB is 256Ki values in fp32, about 1Mi in 8-bit QSGD, 25Mi under random-k at 1%);
         0 takes ``transport.segment_bytes`` (whole chunks in process, 64 MiB over gloo).
-    transport, codec, seed, run, epoch
+    transport, codec, memory, seed, run, epoch
         See :class:`~adass.exchange.base.Exchange`.
 
     Attributes
@@ -66,14 +67,17 @@ class RingExchange(Exchange):
     name = "ring"
 
     def __init__(self, strategy: str = "requantize", segment_kb: int = 0, *, transport: Transport,
-                 codec: Codec | str, seed: int = 0, run: str = "", epoch: int = 0) -> None:  # fmt: skip
-        codec = make_codec(codec) if isinstance(codec, str) else codec
-        self.check(codec, strategy=strategy, segment_kb=segment_kb)
-        super().__init__(transport, codec, seed=seed, run=run, epoch=epoch)
+                 codec: Codec | str, memory: Memory | str | None = None, seed: int = 0, run: str = "",
+                 epoch: int = 0) -> None:  # fmt: skip
+        codec, memory = build_pair(codec, memory)
+        self.check(codec, memory, strategy=strategy, segment_kb=segment_kb)
+        super().__init__(transport, codec, memory=memory, seed=seed, run=run, epoch=epoch)
         self.strategy = strategy
         # plain error feedback around a lossless codec never keeps a residual, so its shares may skip
         # the memory; momentum correction's velocity must see every share
-        through_memory = self.memory is not None and (self.memory.owns_momentum or not self.codec.lossless)
+        through_memory = self.memory is not None and (
+            self.memory.owns_momentum or not self.codec.traits.lossless
+        )
         self.reducer = choose(self.codec, strategy, through_memory)
         seg_bytes = segment_kb * 1024 if segment_kb else transport.segment_bytes
         per_value = self.codec.bytes_per_value()
@@ -83,18 +87,18 @@ class RingExchange(Exchange):
         self._n = 0  # the length of this step's gradient
 
     @classmethod
-    def check(cls, codec: Codec, strategy: str = "requantize", segment_kb: int = 0) -> None:
+    def check(cls, codec: Codec, memory: Memory | None = None, strategy: str = "requantize",
+              segment_kb: int = 0) -> None:  # fmt: skip
         owner, name = f"exchange 'ring:strategy={strategy}'", codec.name
-        codec, memory = codec.error_feedback()
         if strategy == "shared_scale":
             require(
-                codec.summable or codec.can_share_scale or codec.needs_shared_scale,
+                codec.traits.summable or codec.traits.can_share_scale or codec.traits.needs_shared_scale,
                 f"{owner}: codec {name!r} is not summable (workers keep different coordinates), so "
                 "its codes cannot add; use ring:strategy=requantize, which falls back to an all-gather",
             )
         if strategy == "requantize":
             require(
-                not codec.needs_shared_scale,
+                not codec.traits.needs_shared_scale,
                 f"{owner}: codec {name!r} needs an agreed scale; use ring:strategy=shared_scale "
                 "or drop shared=true",
             )
@@ -164,7 +168,9 @@ class RingExchange(Exchange):
         """The name of a framed transfer that recurs every step with one layout (the payloads of a
         fixed-size codec, for one gradient length and one share kept: a ratio warm-up changes the
         layout from epoch to epoch), or None."""
-        return (phase, hop, pid, self._n, self.codec.bytes_per_value()) if self.codec.fixed_size else None
+        return (
+            (phase, hop, pid, self._n, self.codec.bytes_per_value()) if self.codec.traits.fixed_size else None
+        )
 
     def meta(self, phase: str, hop: int, chunk: int) -> Transfer:
         """What travels with a transfer of ``chunk`` at ``hop`` of ``phase`` this step."""

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ...codecs import Codec, Memory
+from ...codecs import Codec
 from ...codecs.base import ChunkKey, Payload
+from ...memory import Memory
+from ...memory.own import encode_own
 from ..chunking import Piece
-from ..feedback import encode_own
 
 __all__ = ["FINAL_HOP", "Context", "KeyFn", "PieceReducer", "Reducer", "Weighting"]
 
@@ -72,7 +73,7 @@ class Context:
     key : KeyFn
         ``key(piece id, hop)``: this rank's codec key of a piece.
     memory : Memory or None
-        Error feedback around this rank's own share (see ``feedback.py``); None: none.
+        The memory around this rank's own share (``adass.memory``); None: none.
     workspace : callable or None
         ``workspace(size)``: a float32 buffer of ``size`` values kept from step to step, for
         reducers that make partial sums in place; None where payloads travel by reference (in

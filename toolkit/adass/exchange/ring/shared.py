@@ -9,8 +9,8 @@ from dataclasses import replace
 import torch
 
 from ...codecs.base import Payload
+from ...memory.own import compensate
 from ..chunking import Piece
-from ..feedback import compensate
 from .direct import DirectAdd
 from .reducer import Context, Weighting
 

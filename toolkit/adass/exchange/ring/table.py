@@ -65,7 +65,7 @@ class Row:
 
 def _adds(codec: Codec) -> bool:
     """Payloads add as they are, with no scale to agree on (fp32/fp16/bf16, random-k)."""
-    return codec.summable and not codec.needs_shared_scale
+    return codec.traits.summable and not codec.traits.needs_shared_scale
 
 
 def _float_values(codec: Codec) -> bool:
@@ -83,7 +83,9 @@ def _float_values(codec: Codec) -> bool:
 REDUCERS: tuple[Row, ...] = (
     Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", GatherSum, gather_pieces),
     Row(
-        "dense", lambda codec, strategy, feedback: _adds(codec) and codec.lossless and not feedback, DenseAdd
+        "dense",
+        lambda codec, strategy, feedback: _adds(codec) and codec.traits.lossless and not feedback,
+        DenseAdd,
     ),
     Row(
         "sparse",
@@ -92,7 +94,7 @@ REDUCERS: tuple[Row, ...] = (
     ),  # fmt: skip
     Row("direct", lambda codec, strategy, feedback: _adds(codec), DirectAdd),
     Row("shared_scale", lambda codec, strategy, feedback: strategy == "shared_scale", SharedScale),
-    Row("requantize", lambda codec, strategy, feedback: codec.requantizable, Requantize),
+    Row("requantize", lambda codec, strategy, feedback: codec.traits.requantizable, Requantize),
     Row("allgather", lambda codec, strategy, feedback: True, GatherSum, gather_pieces),
 )
 

@@ -91,7 +91,7 @@ class _Member:
         transport = GlooTransport(link=link, throttle=link is not None, segment_bytes=segment_bytes_for(host),
                                   between_hosts=not is_loopback(host))  # fmt: skip
         self.exchange = make_exchange(
-            self.config.exchange.exchange, transport, self.config.codec.codec,
+            self.config.exchange.exchange, transport, self.config.codec.codec, memory=self.config.codec.memory,
             seed=self.config.optim.seed, run=self.run_id,
         )  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Momentum correction (``mc(SPEC)``, DGC, and the delay-aware ``dmc(SPEC)``): the local velocity,
+"""Momentum correction (``--memory mc``, DGC, and the delay-aware ``--memory dmc``): the local velocity,
 the accumulation that error feedback keeps, momentum-factor masking at what a sparsifier sent, and
 the reduction to SGD with momentum."""
 
@@ -8,16 +8,17 @@ import io
 
 import pytest
 import torch
-from codec_cases import chunk
+from memory_cases import Paired, chunk
 
-from adass.codecs import ChunkKey, MomentumCorrection, MomentumMemory, SentMomentumMemory, make_codec
+from adass.codecs import ChunkKey, make_codec
+from adass.memory import DelayAwareMomentumCorrection, MomentumCorrection, build_pair
 from adass.registry import SpecError
 
 
-def _mc(spec: str, momentum: float, wrapper: str = "mc", kernels: str | None = None) -> MomentumCorrection:
-    codec = make_codec(f"{wrapper}({spec})", kernels)
-    assert isinstance(codec.memory, MomentumMemory)
-    codec.memory.momentum = momentum
+def _mc(spec: str, momentum: float, wrapper: str = "mc", kernels: str | None = None) -> Paired:
+    codec = Paired.of(spec, wrapper, kernels)
+    assert isinstance(codec.memory, MomentumCorrection)
+    assert codec.memory.take_momentum(momentum)
     return codec
 
 
@@ -66,7 +67,7 @@ def test_codecs_that_are_not_sparsifiers_mask_nothing() -> None:
 def test_delay_aware_step_follows_the_formula() -> None:
     m, n = 0.9, 40
     codec = _mc("randk:ratio=0.25,scale=false", m, "dmc")
-    assert isinstance(codec.memory, SentMomentumMemory)
+    assert isinstance(codec.memory, DelayAwareMomentumCorrection)
     u, residual = torch.zeros(n), torch.zeros(n)  # velocity and error-feedback residual, by hand
     for step in range(6):
         g, key = chunk(n, seed=step), ChunkKey(0, step, 0)
@@ -130,9 +131,8 @@ def test_every_coordinate_sent_is_sgd_with_momentum(spec: str, wrapper: str) -> 
 @pytest.mark.parametrize("wrapper", ["ef", "mc", "dmc"])
 def test_residual_stays_bounded_for_unscaled_random_k(wrapper: str) -> None:
     """Contractive random-k: the residual levels off (a coordinate waits 1/ratio steps on average)."""
-    codec = make_codec(f"{wrapper}(randk:ratio=0.05,scale=false)")
-    if wrapper != "ef":
-        codec.memory.momentum = 0.9
+    codec = Paired.of(f"{wrapper}(randk:ratio=0.05,scale=false)")
+    assert codec.memory.take_momentum(0.9) == (wrapper != "ef")
     g, norms = chunk(500, seed=3), []
     for step in range(1, 1201):
         codec.encode(g + 0.1 * chunk(500, seed=step), ChunkKey(0, step, 0))
@@ -153,40 +153,37 @@ def test_state_dict_round_trip_keeps_the_velocities(wrapper: str) -> None:
     restored.load_state_dict(torch.load(buffer, weights_only=True))
     assert torch.equal(restored.velocities[0], codec.memory.velocities[0])
     assert torch.equal(restored.residuals[0], codec.memory.residuals[0])
-    again = type(codec)(codec.inner, restored)
+    again = Paired(codec.inner, restored)
     key, x = ChunkKey(0, 3, 0), chunk(50, seed=3)
     assert torch.equal(again.decode(again.encode(x, key)), codec.decode(codec.encode(x, key)))
 
 
-@pytest.mark.parametrize("memory", [MomentumMemory, SentMomentumMemory])
+@pytest.mark.parametrize("memory", [MomentumCorrection, DelayAwareMomentumCorrection])
 def test_update_without_compensate_fails(memory: type) -> None:
     with pytest.raises(RuntimeError, match="without being compensated"):
         memory(0.9).update(torch.zeros(3), torch.zeros(3), ChunkKey(0, 0, 0))
 
 
-def test_spec_forms_and_canonical_names() -> None:
-    codec = make_codec("mc(randk:ratio=0.01,scale=false)")
-    assert codec.name == "mc(randk:ratio=0.01,scale=false)" and make_codec(codec.name) == codec
-    assert make_codec("randk:ratio=0.01,scale=false,mc=true") == codec
-    stack = make_codec("randk:ratio=0.01,scale=false,warmup=2,mc=true+qsgd:bits=8")
-    assert stack.name.startswith("mc(randk:ratio=0.01,scale=false,warmup=2+qsgd:bits=8")
-    assert make_codec(stack.name) == stack
-    assert make_codec("mc(fp32)").error_feedback()[1].owns_momentum
-    delay_aware = make_codec("randk:ratio=0.01,scale=false,dmc=true")
-    assert (
-        delay_aware.name == "dmc(randk:ratio=0.01,scale=false)"
-        and make_codec(delay_aware.name) == delay_aware
-    )
-    assert isinstance(delay_aware.memory, SentMomentumMemory) and delay_aware.memory.owns_momentum
-    assert not make_codec("ef(fp32)").error_feedback()[1].owns_momentum
+def test_spec_forms_name_the_memory_apart_from_the_codec() -> None:
+    codec, memory = build_pair("mc(randk:ratio=0.01,scale=false)")
+    assert codec == make_codec("randk:ratio=0.01,scale=false") and memory.name == "mc"
+    flagged, flagged_memory = build_pair("randk:ratio=0.01,scale=false,mc=true")
+    assert flagged == codec and type(flagged_memory) is type(memory)
+    stack, _ = build_pair("randk:ratio=0.01,scale=false,warmup=2,mc=true+qsgd:bits=8")
+    assert stack.name.startswith("randk:ratio=0.01,scale=false,warmup=2+qsgd:bits=8")
+    assert stack.name.endswith("rounding=nearest")  # a codec built for a memory rounds to nearest
+    assert memory.owns_momentum
+    delay_aware, dmc = build_pair("randk:ratio=0.01,scale=false,dmc=true")
+    assert delay_aware == codec and isinstance(dmc, DelayAwareMomentumCorrection) and dmc.owns_momentum
+    assert not build_pair("ef(fp32)")[1].owns_momentum
 
 
 @pytest.mark.parametrize(
     "spec,message",
     [
-        ("mc(ef(topk:ratio=0.1))", "one of ef(...), mc(...) and dmc(...)"),
+        ("mc(ef(topk:ratio=0.1))", "one of dmc(...), ef(...) and mc(...)"),
         ("dmc(dmc(fp32))", "dmc(...) is given twice"),
-        ("topk:ratio=0.1,ef=true,mc=true", "one of ef=true, mc=true and dmc=true"),
+        ("topk:ratio=0.1,ef=true,mc=true", "one of dmc=true, ef=true and mc=true"),
         ("dmc(randk:ratio=0.1)", "not contractive"),
         ("mc(topk:ratio=0.1)+fp16", "must wrap the whole spec"),
         ("topk:mc=maybe", "mc='maybe' is not allowed"),
@@ -202,7 +199,7 @@ def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
     with pytest.raises(
         SpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
     ) as err:
-        make_codec(spec)
+        build_pair(spec)
     assert "\n" not in str(err.value)
 
 
@@ -241,7 +238,7 @@ def test_the_delay_aware_memory_learns_alike_from_the_sent_values_alone(spec: st
     if kernel == "fused" and not kernels.available():
         pytest.skip("numba does not import")
 
-    class Dense(SentMomentumMemory):  # the same memory, always handed the whole decoded chunk
+    class Dense(DelayAwareMomentumCorrection):  # the same memory, always handed the whole decoded chunk
         reads_sent_only = False
 
     n, kept = 1_001, {}
@@ -252,7 +249,7 @@ def test_the_delay_aware_memory_learns_alike_from_the_sent_values_alone(spec: st
         for step, factor in enumerate([1.0, 0.5, 1.7, 1.0]):
             key = ChunkKey(0, step, 0)
             payload = codec.encode(chunk(n, seed=step), key)
-            sent, arrived = codec.sent_coordinates(payload), codec.decode_sent(payload)
+            sent, arrived = codec.sparse.sent_coordinates(payload), codec.sparse.decode_sent(payload)
             if arrived is not None:  # the values decode writes there, and zeros elsewhere
                 dense = codec.decode(payload)
                 assert torch.equal(dense[sent], arrived) and int((dense != 0).sum()) <= sent.numel()
@@ -264,5 +261,8 @@ def test_the_delay_aware_memory_learns_alike_from_the_sent_values_alone(spec: st
     # only unscaled random-k (sharedk too) and the stacks on it give the sent values alone
     for name in (spec, spec.replace("scale=false", "scale=true"), "qsgd:bits=8"):
         codec = make_codec(name)
-        gives = codec.decode_sent(codec.encode(chunk(n), ChunkKey(0, 0, 0))) is not None
+        sparse = codec.sparse
+        gives = (
+            sparse is not None and sparse.decode_sent(codec.encode(chunk(n), ChunkKey(0, 0, 0))) is not None
+        )
         assert gives == ("scale=false" in name or name.startswith("sharedk")), name

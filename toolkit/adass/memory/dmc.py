@@ -1,15 +1,15 @@
-"""Delay-aware momentum correction (``dmc(SPEC)``): the momentum acts on what is sent, and a
-coordinate's velocity decays by ``m`` per step while it waits, so a sum delayed by a sparsifier is
-applied about once instead of ``1/(1-m)`` times.
+"""Delay-aware momentum correction (``--memory dmc``, or ``--codec 'dmc(SPEC)'``): the momentum
+acts on what is sent, and a coordinate's velocity decays by ``m`` per step while it waits, so a sum
+delayed by a sparsifier is applied about once instead of ``1/(1-m)`` times.
 
-Why: under DGC's momentum correction (``momentum.py``) every gradient still counts ``1/(1-m)`` times
+Why: under DGC's momentum correction (``mc.py``) every gradient still counts ``1/(1-m)`` times
 in the end, as in SGD with momentum; but random-k holds a coordinate for about ``1/ratio`` steps,
 and the whole amplified sum then lands in one step with no fresh gradient of that coordinate in
 between to correct it. With an effective step ``lr/(1-m)`` and a delay of ``1/ratio`` steps that
 overshoots (at momentum 0 and the same effective step, error feedback fails alike). Here, per chunk,
 with residual ``r``, velocity ``u`` and gradient ``g``::
 
-    v <- r + g                # error feedback accumulates gradients, as ef(SPEC)
+    v <- r + g                # error feedback accumulates gradients, as error feedback
     y <- v + m * u            # encode(y); the velocity rides along
     sent coordinates:   u <- decode(sent),  r <- y - decode(sent)
     other coordinates:  u <- m * u,         r <- v
@@ -25,12 +25,13 @@ from typing import Any
 
 import torch
 
-from .base import ChunkKey, as_chunk
-from .kernels import FUSED
-from .memory import Memory
-from .momentum import MomentumMemory
+from ..codecs.base import ChunkKey, as_chunk
+from ..codecs.kernels import FUSED
+from .base import MEMORIES
+from .ef import ErrorFeedback
+from .mc import MomentumCorrection
 
-__all__ = ["SentMomentumMemory"]
+__all__ = ["DelayAwareMomentumCorrection"]
 
 
 def _dense_fusable(kernels: str, *tensors: torch.Tensor | None) -> bool:
@@ -54,17 +55,19 @@ def _fusable(kernels: str, *tensors: torch.Tensor | None) -> bool:
     )  # fmt: skip
 
 
-class SentMomentumMemory(MomentumMemory):
-    """Residuals of gradients plus one velocity per chunk id, which only what is sent renews.
+class DelayAwareMomentumCorrection(MomentumCorrection):
+    """Residuals of gradients plus one velocity per chunk id, which only what is sent renews
+    (``--memory dmc``).
 
     Parameters
     ----------
     momentum : float
         The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
     kernels : {"reference", "fused"}, optional
-        Fixed now (see :class:`~adass.codecs.memory.Memory`); None: the default.
+        Fixed now (see :class:`~adass.memory.base.Memory`); None: the default.
     """
 
+    name = "dmc"
     reads_sent_only = True
 
     def __init__(self, momentum: float = 0.0, kernels: str | None = None) -> None:
@@ -76,16 +79,16 @@ class SentMomentumMemory(MomentumMemory):
         x = as_chunk(x)
         residual, u = self.residuals.get(key.chunk), self.velocities.get(key.chunk)
         if residual is not None and u is not None and _dense_fusable(self.kernels, x, residual, u):
-            from .kernels import fused
+            from ..codecs.kernels import fused
 
             accumulation, decayed, y = (torch.empty_like(x) for _ in range(3))
             fused.compensate_delayed(x.numpy(), residual.numpy(), u.numpy(), self.momentum,
                                      accumulation.numpy(), decayed.numpy(), y.numpy())  # fmt: skip
-            self._carried[key.chunk] = residual  # as Memory.compensate keeps it for ``settle``
+            self._carried[key.chunk] = residual  # as ErrorFeedback.compensate keeps it for ``settle``
             self._pending[key.chunk], self._decayed[key.chunk] = accumulation, decayed
             return y
         decayed = self.decayed(key, x.numel())
-        accumulation = Memory.compensate(self, x, key)  # r + x; keeps r for ``settle``
+        accumulation = ErrorFeedback.compensate(self, x, key)  # r + x; keeps r for ``settle``
         self._pending[key.chunk] = accumulation
         self._decayed[key.chunk] = decayed
         return accumulation if decayed is None else accumulation + decayed.to(x.device)
@@ -126,7 +129,7 @@ class SentMomentumMemory(MomentumMemory):
             residual = accumulation
             velocity = torch.zeros_like(y) if decayed is None else decayed.to(y.device)
             if _fusable(self.kernels, y, accumulation, decayed, sent) and arrived.is_contiguous():
-                from .kernels import fused
+                from ..codecs.kernels import fused
 
                 before = torch.empty(0 if decayed is None else sent.numel(), dtype=torch.float32)
                 fused.sent_update(y.numpy(), arrived.numpy(), sent.numpy(), residual.numpy(),
@@ -142,7 +145,7 @@ class SentMomentumMemory(MomentumMemory):
         self.velocities[key.chunk] = velocity
 
     def settle(self, factor: float) -> None:
-        """As :meth:`Memory.settle`: where sent, the velocity is what arrived (``factor`` times what
+        """As :meth:`ErrorFeedback.settle`: where sent, the velocity is what arrived (``factor`` times what
         was sent) and the residual's carried part was ``r + m * u``; elsewhere only ``r`` was."""
         carried, decayed, sent = self._carried, self._decayed, self._sent
         self._carried, self._decayed, self._sent = {}, {}, {}
@@ -175,3 +178,10 @@ class SentMomentumMemory(MomentumMemory):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self._sent.clear()
+
+
+@MEMORIES.register("dmc", doc="delay-aware momentum correction: only what is sent renews the velocity")
+def build_dmc(kernels: str | None = None) -> DelayAwareMomentumCorrection:
+    """Delay-aware momentum correction with the codec's kernels (momentum 0 until an exchange takes
+    the run's)."""
+    return DelayAwareMomentumCorrection(kernels=kernels)

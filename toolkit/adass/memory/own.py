@@ -1,16 +1,16 @@
-"""Error feedback as an exchange keeps it: a residual :class:`~adass.codecs.Memory` around this
-worker's own share of each chunk (compensate before encoding it, store what the codec lost after),
-apart from the codec, as GRACE keeps its Memory apart from its Compressor. Partial sums that an
-exchange re-encodes on the way (ring hops) never touch the memory. Momentum correction (``mc(SPEC)``)
-is such a memory that also keeps a velocity; it learns which coordinates a sparsifier sent.
+"""How an exchange drives its :class:`~adass.memory.base.Memory` around this worker's own share of
+each chunk (compensate before encoding it, keep what the codec lost after), apart from the codec, as
+GRACE keeps its Memory apart from its Compressor. Partial sums that an exchange re-encodes on the
+way (ring hops) never touch the memory.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..codecs import Codec, Memory
+from ..codecs import Codec
 from ..codecs.base import ChunkKey, Payload
+from .base import Memory
 
 __all__ = ["compensate", "encode_own"]
 

@@ -1,64 +1,46 @@
-"""Error-feedback memory: the part of each chunk a lossy codec did not send, added back next step.
+"""Error feedback (``--memory ef``, or ``--codec 'ef(SPEC)'``): the part of each chunk a lossy
+codec did not send, added back next step, so what the codec drops is sent later instead of lost.
 
 ``compensate(x, key)`` returns ``x + residual`` for the chunk; after encoding, ``update(x_c,
-decoded, key)`` stores ``x_c - decoded``. Residuals are kept per chunk id (``key.chunk``), so the
-same chunking must be used from step to step. The state goes into checkpoints.
+decoded, key)`` stores ``x_c - decoded``. The residual stays bounded only for a contractive codec
+(``||C(x) - x|| < ||x||``): top-k, random-k with ``scale=false`` (Stich, Cordonnier and Jaggi,
+"Sparsified SGD with Memory", NeurIPS 2018), QSGD with enough bits; ``Memory.check`` refuses a codec
+that declares itself not contractive. A codec built for a memory rounds to the nearest level where
+its rounding is ``auto`` (QSGD; Seide et al.'s 1-bit SGD and Karimireddy et al.'s EF-SGD pair a
+deterministic quantizer with the memory too).
 
 An exchange that scales the sum of the encodings once the step's total count is known (the ring
 weights shares by ``count / hint`` and multiplies the sum by ``hint / total``) calls
 ``settle(factor)`` after the step, so what the memory keeps is in the units of the mean the step
-really gave, and a residual carried over is never scaled by a later step's factor. Momentum correction
-(``momentum.py``) is a memory of this kind that also keeps each chunk's velocity.
+really gave, and a residual carried over is never scaled by a later step's factor. Momentum
+correction (``mc.py``) is a memory of this kind that also keeps each chunk's velocity.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
-from .chunks import ChunkKey, Payload, as_chunk
-from .kernels import choose as choose_kernels
+from ..codecs.base import ChunkKey, as_chunk
+from .base import MEMORIES, Memory
 
-__all__ = ["Memory", "SentValues"]
-
-
-class SentValues(Protocol):
-    """What :meth:`Memory.absorb` asks of the codec that encoded a chunk (every Codec gives it)."""
-
-    def decode(self, payload: Payload) -> torch.Tensor:
-        """The dense chunk ``payload`` stands for."""
-        ...
-
-    def sent_coordinates(self, payload: Payload) -> torch.Tensor | None:
-        """The coordinates whose values ``payload`` carries; None where every coordinate travels."""
-        ...
-
-    def decode_sent(self, payload: Payload) -> torch.Tensor | None:
-        """The decoded values at ``sent_coordinates(payload)`` alone, where the codec can give them."""
-        ...
+__all__ = ["ErrorFeedback"]
 
 
-class Memory:
-    """Residuals of past encodings, one float32 tensor per chunk id.
+class ErrorFeedback(Memory):
+    """Residuals of past encodings, one float32 tensor per chunk id: ``--memory ef``.
 
-    Attributes
+    Parameters
     ----------
-    owns_momentum : bool
-        Whether the memory applies the optimizer's momentum itself (then the optimizer must not);
-        False for plain error feedback.
-    kernels : {"reference", "fused"}
-        The kernels of memories with fused paths (``adass.codecs.kernels``), fixed when built: the
-        argument, else the default of that moment.
+    kernels : {"reference", "fused"}, optional
+        Fixed now (see :class:`~adass.memory.base.Memory`); None: the default.
     """
 
-    owns_momentum = False
-    #: whether :meth:`update` reads the decoded chunk only at the sent coordinates, so that it can
-    #: take just those values (``arrived``) when a sparsifier sent them
-    reads_sent_only = False
+    name = "ef"
 
     def __init__(self, kernels: str | None = None) -> None:
-        self.kernels = choose_kernels(kernels)
+        super().__init__(kernels)
         self.residuals: dict[int, torch.Tensor] = {}
         self._carried: dict[int, torch.Tensor | None] = {}  # what this step's compensation added
 
@@ -86,24 +68,13 @@ class Memory:
         sent: torch.Tensor | None = None, *, arrived: torch.Tensor | None = None,
     ) -> None:  # fmt: skip
         """Store ``x_compensated - decoded`` as the residual of chunk ``key.chunk``. ``sent``: the
-        coordinates a sparsifier sent (``Codec.sent_coordinates``), None for every one; plain error
+        coordinates a sparsifier sent (its ``sparse`` declaration), None for every one; plain error
         feedback does not need them. ``arrived`` (the decoded values at ``sent`` alone) serves the
         memories that ``reads_sent_only``; this one needs ``decoded``."""
         if decoded is None:
             raise ValueError(f"memory: chunk {key.chunk} updated without its decoded chunk")
         residual = as_chunk(x_compensated) - as_chunk(decoded).to(x_compensated.device)
         self.residuals[key.chunk] = residual
-
-    def absorb(self, codec: SentValues, x_compensated: torch.Tensor, payload: Payload, key: ChunkKey) -> None:
-        """:meth:`update` from what ``codec`` made of ``x_compensated`` (``payload``): decoded in full,
-        or, for a memory that reads the sent coordinates alone, just the values sent there where the
-        codec gives them (``Codec.decode_sent``), with no dense chunk of zeros to decode into."""
-        sent = codec.sent_coordinates(payload)
-        arrived = codec.decode_sent(payload) if sent is not None and self.reads_sent_only else None
-        if arrived is None:
-            self.update(x_compensated, codec.decode(payload), key, sent)
-        else:
-            self.update(x_compensated, None, key, sent, arrived=arrived)
 
     def settle(self, factor: float) -> None:
         """After a step whose sum the exchange multiplied by ``factor``: restate the residuals of the
@@ -141,3 +112,9 @@ class Memory:
 
     def __len__(self) -> int:
         return len(self.residuals)
+
+
+@MEMORIES.register("ef", doc="error feedback: what the codec dropped is added to the next step's share")
+def build_ef(kernels: str | None = None) -> ErrorFeedback:
+    """Error feedback with the codec's kernels."""
+    return ErrorFeedback(kernels)

@@ -1,6 +1,7 @@
-"""Momentum correction with momentum-factor masking (Lin et al., "Deep Gradient Compression",
-ICLR 2018): a worker applies SGD momentum to its own gradient *before* sparsifying, and accumulates
-the velocity, not the gradient, in its error-feedback memory.
+"""Momentum correction (``--memory mc``, or ``--codec 'mc(SPEC)'``) with momentum-factor masking
+(Lin et al., "Deep Gradient Compression", ICLR 2018): a worker applies SGD momentum to its own
+gradient *before* sparsifying, and accumulates the velocity, not the gradient, in its error-feedback
+memory.
 
 Per chunk, with momentum factor ``m``, gradient ``g``, velocity ``u`` and accumulation ``v`` (the
 error-feedback residual)::
@@ -12,11 +13,11 @@ error-feedback residual)::
 
 Masking stops the momentum of a coordinate whose delayed values were just sent, so that the stale
 velocity does not keep pushing it (DGC's fix for sparse updates that arrive late). It applies to the
-coordinates a sparsifier sent (``Codec.sent_coordinates``) that held values of earlier steps (a
+coordinates a sparsifier sent (the codec's ``sparse`` declaration) that held values of earlier steps (a
 non-zero residual); a coordinate also sent the step before holds nothing delayed and keeps its
 momentum. So with every coordinate sent (ratio 1, or a dense lossless codec) nothing is masked and
 the exchange's mean is exactly the momentum buffer of SGD: the optimizer then steps without momentum
-(``Exchange.take_momentum``). Codecs that are not sparsifiers send every coordinate: no masking.
+(``Memory.take_momentum``). Codecs that are not sparsifiers send every coordinate: no masking.
 """
 
 from __future__ import annotations
@@ -25,23 +26,26 @@ from typing import Any
 
 import torch
 
-from .base import ChunkKey, as_chunk
-from .memory import Memory
+from ..codecs.base import ChunkKey, as_chunk
+from .base import MEMORIES
+from .ef import ErrorFeedback
 
-__all__ = ["MomentumMemory"]
+__all__ = ["MomentumCorrection"]
 
 
-class MomentumMemory(Memory):
-    """Error-feedback residuals plus one velocity per chunk id: DGC's momentum correction.
+class MomentumCorrection(ErrorFeedback):
+    """Error-feedback residuals plus one velocity per chunk id: DGC's momentum correction
+    (``--memory mc``).
 
     Parameters
     ----------
     momentum : float
         The momentum factor ``m``; an exchange sets it from the run's optimizer settings.
     kernels : {"reference", "fused"}, optional
-        Fixed now (see :class:`~adass.codecs.memory.Memory`); None: the default.
+        Fixed now (see :class:`~adass.memory.base.Memory`); None: the default.
     """
 
+    name = "mc"
     owns_momentum = True
 
     def __init__(self, momentum: float = 0.0, kernels: str | None = None) -> None:
@@ -51,6 +55,11 @@ class MomentumMemory(Memory):
         self._pending: dict[int, torch.Tensor] = {}  # this step's velocity, until ``update``
         self._decayed: dict[int, torch.Tensor | None] = {}  # this step's m * u, until ``settle``
         self._masked: dict[int, torch.Tensor] = {}  # this step's masked coordinates, until ``settle``
+
+    def take_momentum(self, momentum: float) -> bool:
+        """Keep ``momentum`` as the factor ``m``: this memory applies it, the optimizer must not."""
+        self.momentum = float(momentum)
+        return True
 
     def decayed(self, key: ChunkKey, numel: int) -> torch.Tensor | None:
         """``m * u`` of chunk ``key`` (a new tensor), or None before its first step."""
@@ -105,7 +114,7 @@ class MomentumMemory(Memory):
         self.velocities[key.chunk] = u
 
     def settle(self, factor: float) -> None:
-        """As :meth:`Memory.settle`, for the residuals (what was carried in is ``v + m * u``) and
+        """As :meth:`ErrorFeedback.settle`, for the residuals (what was carried in is ``v + m * u``) and
         the velocities (``m * u + factor * share``, masked again)."""
         decayed, masked = self._decayed, self._masked
         self._decayed, self._masked = {}, {}
@@ -144,3 +153,9 @@ class MomentumMemory(Memory):
             int(c): u.to(torch.float32).clone() for c, u in state.get("velocities", {}).items()
         }
         self._pending.clear()
+
+
+@MEMORIES.register("mc", doc="momentum correction (DGC): momentum before encoding, masked where sent")
+def build_mc(kernels: str | None = None) -> MomentumCorrection:
+    """Momentum correction with the codec's kernels (momentum 0 until an exchange takes the run's)."""
+    return MomentumCorrection(kernels=kernels)

@@ -1,4 +1,5 @@
-"""Error feedback: the residual carries over, so the decoded values add up to the inputs."""
+"""Error feedback (``--memory ef``): the residual carries over, so the decoded values add up to the
+inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import io
 
 import pytest
 import torch
-from codec_cases import chunk
+from memory_cases import Paired, chunk
 
-from adass.codecs import ChunkKey, ErrorFeedback, Memory, make_codec
+from adass.codecs import ChunkKey
+from adass.memory import ErrorFeedback
 
 
 # Error feedback needs a contractive codec (||C(x) - x|| < ||x||): top-k, unscaled random-k, QSGD
@@ -18,8 +20,8 @@ from adass.codecs import ChunkKey, ErrorFeedback, Memory, make_codec
     "spec", ["ef(topk:ratio=0.05)", "ef(qsgd:bits=6)", "ef(randk:ratio=0.1,scale=false)"]
 )
 def test_decoded_sum_tracks_input_sum(spec: str) -> None:
-    codec = make_codec(spec)
-    assert isinstance(codec, ErrorFeedback) and isinstance(codec.memory, Memory)
+    codec = Paired.of(spec)
+    assert isinstance(codec.memory, ErrorFeedback)
     steps, n = 200, 400
     g = chunk(n, seed=1)  # a steady gradient plus noise
     sent = torch.zeros(n, dtype=torch.float64)
@@ -38,7 +40,7 @@ def test_decoded_sum_tracks_input_sum(spec: str) -> None:
 
 def test_without_feedback_topk_loses_the_small_coordinates() -> None:
     g = chunk(400, seed=1)
-    plain, ef = make_codec("topk:ratio=0.05"), make_codec("ef(topk:ratio=0.05)")
+    plain, ef = Paired.of("topk:ratio=0.05"), Paired.of("topk:ratio=0.05", "ef")
     sums = [torch.zeros(400), torch.zeros(400)]
     for step in range(100):
         key = ChunkKey(0, step, 0)
@@ -49,7 +51,7 @@ def test_without_feedback_topk_loses_the_small_coordinates() -> None:
 
 
 def test_memory_per_chunk_and_state_dict() -> None:
-    memory = Memory()
+    memory = ErrorFeedback()
     k0, k1 = ChunkKey(0, 0, 0), ChunkKey(0, 0, 1)
     x0, x1 = torch.ones(3), torch.arange(5.0)
     assert torch.equal(memory.compensate(x0, k0), x0)
@@ -61,20 +63,17 @@ def test_memory_per_chunk_and_state_dict() -> None:
     buffer = io.BytesIO()
     torch.save(memory.state_dict(), buffer)
     buffer.seek(0)
-    restored = Memory()
+    restored = ErrorFeedback()
     restored.load_state_dict(torch.load(buffer, weights_only=True))
     assert torch.equal(restored.compensate(x1, k1), x1 * 1.5)
     with pytest.raises(ValueError, match="chunk 0 has 4 values"):
         restored.compensate(torch.ones(4), k0)
 
 
-def test_shared_scale_keeps_memory_and_needs_key() -> None:
-    codec = make_codec("ef(qsgd:bits=4)")
+def test_the_shared_scale_variant_is_the_memory_variants() -> None:
+    codec, memory = Paired.of("ef(qsgd:bits=4)").inner, Paired.of("ef(qsgd:bits=4)").memory
     shared = codec.with_shared_scale()
-    assert shared.memory is codec.memory and shared.summable and shared.needs_shared_scale
-    assert shared.name == "ef(qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=nearest)"
-    assert make_codec(shared.name) == shared
-    with pytest.raises(TypeError, match="needs the chunk key"):
-        shared.local_scale(torch.ones(3))
+    assert isinstance(memory, ErrorFeedback) and shared.traits.summable and shared.traits.needs_shared_scale
+    assert shared.name == "qsgd:bits=4,bucket=512,norm=max,shared=true,rounding=nearest"
     key = ChunkKey(0, 0, 0)
-    assert torch.equal(shared.local_scale(torch.ones(3), key), torch.ones(1))
+    assert torch.equal(shared.local_scale(memory.compensate(torch.ones(3), key), key), torch.ones(1))
