@@ -22,6 +22,7 @@ from .models import MODELS
 from .options import allowed, check_value
 from .registry import Registry, SpecError
 from .sampling import SAMPLERS
+from .scheduler_address import parse_scheduler_address
 from .straggler import parse_straggler
 
 __all__ = [
@@ -185,6 +186,7 @@ SPEC_PARSERS: dict[str, Callable[[str], object]] = {
     "codec": codec_probe,
     "link": parse_link,
     "straggler": parse_straggler,
+    "scheduler": parse_scheduler_address,
 }
 
 
