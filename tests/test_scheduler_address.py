@@ -33,6 +33,8 @@ def test_an_address_that_cannot_be_read_is_refused_with_the_configuration(text):
 def test_the_examples_in_the_docstrings_hold():
     import doctest
 
+    import adass.runtime.replica_count
     import adass.scheduler_address
 
     assert doctest.testmod(adass.scheduler_address).failed == 0
+    assert doctest.testmod(adass.runtime.replica_count).failed == 0

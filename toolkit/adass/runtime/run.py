@@ -15,6 +15,7 @@ from ..engine import Counters, RunResult, RunStore, Stop, check_resume, drive, r
 from ..metrics import EvalRecord, MemorySink, Sink
 from .local import LocalBackend
 from .model_memory import check_model_fits
+from .replica_count import check_replica_count
 from .threads import ThreadsBackend
 
 __all__ = ["BACKENDS", "run", "train"]
@@ -82,13 +83,15 @@ def run(
         One line: a worker lost more often than ``--restarts`` allows, losses that stayed non-finite
         for ``--max-nonfinite`` steps (:class:`~adass.failures.Diverged`), an unreachable scheduler.
     """
-    if dataset is not None:
-        check_model_fits(config, dataset)  # before any replica is built
+    if dataset is not None:  # before any replica is built
+        check_model_fits(config, dataset)
+        check_replica_count(config, dataset)
     if config.backend == "dask":
         return _on_dask(config, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready, handle)
     checkpoint = check_resume(config, checkpoint_dir) if resume and checkpoint_dir is not None else None
     sink = sink if sink is not None else MemorySink()
     ds = dataset if dataset is not None else load_dataset(config.data.data, seed=config.optim.seed)
+    check_replica_count(config, ds)
     backend = BACKENDS[config.backend](config, ds, run_id, live=store.add if store is not None else None)
     if checkpoint is not None:
         checkpoint = reshard_checkpoint(checkpoint, config, ds)
