@@ -57,7 +57,7 @@ def test_missing_tls_files_leave_nothing_behind(tmp_path, capsys):
 
 def test_a_non_finite_stop_in_the_first_epoch_leaves_nothing_behind(tmp_path, capsys):
     out = tmp_path / "run"
-    bad = ["--lr", "100", "--momentum", "0.99", "--max-nonfinite", "1",
+    bad = ["--lr", "100", "--momentum", "0.99", "--max-nonfinite", "1", "--diverge-factor", "0",
            "--batch-size", "2"]  # fmt: skip
     assert main(["train", *TINY, "--model", "mlp:hidden=16", *bad, "--out", str(out)]) == 2
     assert "epoch 0: loss or gradient not finite" in _one_line(capsys)

@@ -11,7 +11,16 @@ from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset, load_dataset
-from ..engine import Counters, RunResult, RunStore, Stop, check_resume, drive, reshard_checkpoint
+from ..engine import (
+    Counters,
+    RunResult,
+    RunStore,
+    Stop,
+    chance_accuracy,
+    check_resume,
+    drive,
+    reshard_checkpoint,
+)
 from ..metrics import EvalRecord, MemorySink, Sink
 from .local import LocalBackend
 from .model_memory import check_model_fits
@@ -98,7 +107,8 @@ def run(
         if hasattr(sink, "resume"):
             sink.resume()
     driven = drive(backend, config, sink, ds.n_train, run_id=run_id, progress=progress, stop=stop,
-                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                   chance=chance_accuracy(ds.y_test, ds.classes))  # fmt: skip
     t = driven.totals
     states = backend.states()
     return RunResult(model=states[0].model, sink=sink, counters=_counters(t), config=config, dataset=ds,

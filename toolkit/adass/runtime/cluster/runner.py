@@ -27,6 +27,7 @@ from ...engine import (
     EpochOutcome,
     RunStore,
     Stop,
+    chance_accuracy,
     check_resume,
     drive,
     read_checkpoint,
@@ -272,7 +273,8 @@ def _attempt(
     try:
         backend.start()
         driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
-                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                       chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     finally:
         backend.close()
