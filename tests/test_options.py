@@ -90,3 +90,44 @@ def test_the_examples_in_the_docstrings_hold():
     import adass.options
 
     assert doctest.testmod(adass.options).failed == 0
+
+
+INTEGER_TEXT_REFUSED = ["1e1", "3.0", "1.5", "1_0", "１０", "٣", "0x10", "", " ", "+", "10 0"]
+
+
+@pytest.mark.parametrize("raw", INTEGER_TEXT_REFUSED)
+def test_an_integer_is_ascii_digits_with_a_sign_only(raw):
+    with pytest.raises(SpecError, match="is not allowed; expected an integer in \\[1, 16\\]"):
+        check_value(param.Integer(8, bounds=(1, 16)), raw, "--x")
+    with pytest.raises(SpecError, match="bits="):
+        Param(8, low=1, high=16).convert("codec 'qsgd'", "bits", raw)
+    with pytest.raises(SpecError, match="bits="):
+        CODECS.resolve(f"qsgd:bits={raw}")
+
+
+@pytest.mark.parametrize("raw, expected", [("10", 10), ("+4", 4), (" 7 ", 7), (12, 12), (3.0, 3)])
+def test_integers_in_digits_or_integral_python_values_are_read(raw, expected):
+    assert check_value(param.Integer(8, bounds=(1, 16)), raw, "--x") == expected
+
+
+@pytest.mark.parametrize("raw", ["０.5", "1_0.5", "0x1p-3", "1e", "e3", ".", "0.5.", "½"])
+def test_a_number_is_ascii_too(raw):
+    with pytest.raises(SpecError, match="is not allowed; expected a number in \\[0, 16\\]"):
+        check_value(param.Number(1.0, bounds=(0.0, 16.0)), raw, "--x")
+    with pytest.raises(SpecError, match="eps="):
+        SAMPLERS.resolve(f"adass:eps={raw}")
+
+
+NUMBER_TEXT_READ = [("1e-3", 1e-3), ("5.", 5.0), (".5", 0.5), ("-0", 0.0), ("2E1", 20.0)]
+
+
+@pytest.mark.parametrize("raw, expected", NUMBER_TEXT_READ)
+def test_numbers_in_ascii_decimal_or_exponent_form_are_read(raw, expected):
+    assert check_value(param.Number(1.0, bounds=(-1.0, 100.0)), raw, "--x") == expected
+
+
+def test_a_choice_of_integers_takes_digits_only():
+    depth = Param(8, "depth", choices=(8, 20))
+    assert depth.convert("model", "depth", "20") == 20
+    with pytest.raises(SpecError, match="depth='2e1'"):
+        depth.convert("model", "depth", "2e1")

@@ -138,3 +138,33 @@ def test_a_missing_or_unknown_command_is_one_line_and_exit_2(args):
     result = run_cli(*args)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "COMMAND" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, flag, shown",
+    [
+        (["--epochs", "1e1"], "--epochs", "'1e1'"),
+        (["--epochs", "１０"], "--epochs", "'１０'"),
+        (["--epochs", "1_0"], "--epochs", "'1_0'"),
+        (["--epochs", "2.0"], "--epochs", "'2.0'"),
+        (["--batch-size", "٣٢"], "--batch-size", "'٣٢'"),
+        (["--lr", "０.1"], "--lr", "'０.1'"),
+        (["--lr", "1_0.0"], "--lr", "'1_0.0'"),
+        (["--model", "mlp:hidden=1e1"], "--model", "hidden='1e1'"),
+        (["--workers", "2", "--codec", "qsgd:bits=1e1"], "--codec", "bits='1e1'"),
+        (["--workers", "2", "--codec", "qsgd:bits=８"], "--codec", "bits='８'"),
+    ],
+)
+def test_numbers_are_ascii_and_integers_are_digits(tmp_path, capsys, args, flag, shown):
+    out = tmp_path / "run"
+    code = main(["train", *TINY, *args, "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith(f"adass train: error: {flag}: ")
+    assert f"{shown} is not allowed" in err and "expected" in err
+    assert not out.exists()
+
+
+def test_a_float_option_still_takes_an_exponent(tmp_path):
+    args = ["train", *TINY, "--lr", "5e-2", "--epochs", "1", "--out", str(tmp_path / "run"), "--quiet"]
+    assert main(args) == 0

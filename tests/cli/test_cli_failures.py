@@ -100,9 +100,11 @@ def test_tls_flags_need_an_external_scheduler(tmp_path, capsys):
     assert "--tls-ca" in _one_line(capsys)
 
 
-def test_a_diverging_run_stops_with_one_line(tmp_path, capsys):
+def test_a_run_gone_non_finite_stops_with_one_line(tmp_path, capsys):
+    # the checks of finite divergence off, so that the losses grow on until they overflow
     args = ["train", "--data", "synthetic:n=600,d=8,classes=3,test=100", "--model", "mlp:hidden=16", "--lr", "100",
-            "--momentum", "0.99", "--epochs", "20", "--quiet", "--out", str(tmp_path / "run")]  # fmt: skip
+            "--momentum", "0.99", "--epochs", "20", "--diverge-factor", "0", "--chance-epochs", "0", "--quiet",
+            "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(args) == 2
     err = _one_line(capsys)
     assert "not finite" in err and "--max-nonfinite" in err

@@ -13,7 +13,8 @@ def test_every_option_has_a_widget_with_its_bounds_and_doc():
     for name, section in SECTIONS.items():
         pane = controls.panes[name]
         for option, p in options(section).items():
-            (widget,) = [w for w in pane.layout if option in " ".join(getattr(w, "css_classes", []))]
+            # the option's own class, not one that contains its name (epochs in chance_epochs)
+            (widget,) = [w for w in pane.layout if f"adass-opt-{option}" in getattr(w, "css_classes", [])]
             assert p.doc.split(" (")[0] in widget.description
             if isinstance(p, (param.Integer, param.Number)):
                 assert (widget.start, widget.end) == p.bounds

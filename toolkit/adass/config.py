@@ -23,6 +23,7 @@ from .models import MODELS
 from .options import allowed, check_value
 from .registry import Registry, SpecError
 from .sampling import SAMPLERS
+from .scheduler_address import parse_scheduler_address
 from .straggler import parse_straggler
 
 __all__ = [
@@ -79,6 +80,17 @@ class OptimSection(param.Parameterized):
         5,
         bounds=(1, 1_000_000),
         doc="steps in a row with a non-finite loss or gradient (each skipped) after which the run stops",
+    )
+    diverge_factor = param.Number(
+        1000.0,
+        bounds=(0.0, None),
+        doc="stop the run when an epoch's training loss exceeds this many times its first step's (0: never)",
+    )
+    chance_epochs = param.Integer(
+        5,
+        bounds=(0, 100_000),
+        doc="stop the run when test accuracy stays within 0.02 of chance (the largest test class's share) "
+        "this many epochs in a row, from its third epoch on (0: never)",
     )
 
 
@@ -192,6 +204,7 @@ SPEC_PARSERS: dict[str, Callable[[str], object]] = {
     "codec": lambda spec: codec_probe(spec, "none"),  # the same cache key as the pair checks use
     "link": parse_link,
     "straggler": parse_straggler,
+    "scheduler": parse_scheduler_address,
 }
 
 

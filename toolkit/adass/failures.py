@@ -18,7 +18,8 @@ class LostRank(RunFailure):
 
 
 class Diverged(RunFailure):
-    """Losses or gradients stayed non-finite for too many steps in a row; a restart would not help."""
+    """The numbers went wrong: losses or gradients non-finite for too many steps in a row, a training
+    loss far past its start, or test accuracy at chance epoch after epoch; a restart would not help."""
 
 
 def one_line(err: BaseException, limit: int = 300) -> str:

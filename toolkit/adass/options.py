@@ -9,6 +9,7 @@ the same one-line message.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +17,17 @@ from typing import Any
 
 import param
 
-__all__ = ["Param", "SpecError", "allowed", "check_value", "parse_bool"]
+__all__ = [
+    "Param",
+    "SpecError",
+    "allowed",
+    "check_value",
+    "parse",
+    "parse_bool",
+    "parse_int",
+    "parse_number",
+    "within",
+]
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -38,13 +49,43 @@ def parse_bool(raw: Any) -> bool:
     raise ValueError(raw)
 
 
+#: how a number is written in text: ASCII digits, an optional sign, point and exponent, or a word
+#: for nan/infinity (they parse, so that the bounds check can name them); no underscores, no digits
+#: of other scripts (Python's ``int`` and ``float`` take both, so ``１０`` and ``1_0`` passed)
+_NUMBER_TEXT = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)",
+                          re.IGNORECASE)  # fmt: skip
+#: how an integer is written in text: ASCII digits with an optional sign, nothing else (``1e1`` and
+#: ``3.0`` are refused where ``1.5`` is: an integer option takes what it says)
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_ASCII_SPACE = " \t\n\r\f\v"
+
+
+def _text(raw: Any, pattern: re.Pattern[str]) -> str | None:
+    """``raw`` with ASCII blanks around it stripped when it is text; ValueError unless it is written as
+    ``pattern`` says. None for a value that is not text (a Python or NumPy number)."""
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip(_ASCII_SPACE)
+    if not pattern.fullmatch(text):
+        raise ValueError(raw)
+    return text
+
+
 def parse_number(raw: Any) -> float:
-    """A float from a number or its text (``nan`` and ``inf`` parse; the bounds check rejects them)."""
-    return float(raw)
+    """A float from a number or its ASCII text (``0.1``, ``1e-3``; ``nan`` and ``inf`` parse, the
+    bounds check rejects them); ValueError for other text."""
+    text = _text(raw, _NUMBER_TEXT)
+    return float(raw if text is None else text)
 
 
 def parse_int(raw: Any) -> int:
-    """An int from an integral number or its text (``3``, ``3.0``, ``1e3``); ValueError otherwise."""
+    """An int from an integral number (``3``, ``3.0``) or from text of ASCII digits with an optional
+    sign (``3``, ``-2``); ValueError otherwise (``1e1``, ``3.0``, ``1_000`` and ``１０`` as text)."""
+    text = _text(raw, _INTEGER_TEXT)
+    if text is not None:
+        return int(text)
+    if isinstance(raw, int):
+        return int(raw)
     as_float = float(raw)
     if not as_float.is_integer():  # also false for nan and inf
         raise ValueError(raw)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .options import parse_int, parse_number
 from .registry import SpecError
 
 __all__ = ["Straggler", "parse_straggler"]
@@ -74,9 +75,9 @@ def parse_straggler(text: str) -> Straggler:
     parts = text.split(":")
     try:
         if parts[0] == "rotate" and len(parts) == 3:
-            straggler = Straggler(None, float(parts[1]), int(parts[2]))
+            straggler = Straggler(None, parse_number(parts[1]), parse_int(parts[2]))
         elif len(parts) == 2:
-            straggler = Straggler(int(parts[0]), float(parts[1]))
+            straggler = Straggler(parse_int(parts[0]), parse_number(parts[1]))
         else:
             raise ValueError
     except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from ..metrics import EvalRecord, ParquetSink
 from ..registry import SpecError
 from ..runtime import run
 from ..runtime.model_memory import check_model_fits
+from ..runtime.replica_count import check_replica_count
 from ..tables import markdown_table
 
 __all__ = ["run_bench", "run_compare", "run_dashboard", "run_reproduce", "run_train"]
@@ -49,6 +51,7 @@ def _load_data(config: RunConfig):
     except DataError as err:
         raise SpecError(f"--data: {err}") from None
     check_model_fits(config, dataset)
+    check_replica_count(config, dataset)
     warning = shift_warning(dataset)
     if warning:
         print(f"adass: {warning}", file=sys.stderr)
@@ -62,17 +65,23 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     if resume:  # checked whole before anything is written or started
         done = check_resume(config, out).epoch + 1
     dataset = _load_data(config)
+    before = None if resume else _entries(out)
     _writable(out)
-    _import_lazy_torch()
-    bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
-    bar.update(done)
-    sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
-    with bar:
-        try:
-            result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out, resume=resume,
-                         **_cluster_feedback(config, bar))  # fmt: skip
-        except DataError as err:  # a worker that cannot read the files this process read
-            raise SpecError(f"--data: {err}") from None
+    try:
+        _import_lazy_torch()
+        bar, update = _bar(config.sampler.sampler, config.optim.epochs, quiet)
+        bar.update(done)
+        sink = ParquetSink(out, {**config.to_dict(), "standardization": standardization_record(dataset)})
+        with bar:
+            try:
+                result = run(config, sink=sink, progress=update, dataset=dataset, checkpoint_dir=out,
+                             resume=resume, **_cluster_feedback(config, bar))  # fmt: skip
+            except DataError as err:  # a worker that cannot read the files this process read
+                raise SpecError(f"--data: {err}") from None
+    except BaseException:
+        if not resume:
+            _remove_unfinished(out, before)
+        raise
     c = result.counters
     summary = _summary(config, result.final, c.backprops, c.forwards, c.train_s, dataset.n_train)
     print(markdown_table(summary))
@@ -98,6 +107,29 @@ def _writable(out: Path) -> None:
         probe.unlink()
     except OSError as err:
         raise SpecError(f"--out: cannot write in {str(out)!r} ({err.strerror or err})") from None
+
+
+def _entries(out: Path) -> set[str] | None:
+    """The names in ``out`` before a run writes there; None when the folder is not there yet."""
+    return {p.name for p in out.iterdir()} if out.is_dir() else None
+
+
+def _remove_unfinished(out: Path, before: set[str] | None) -> None:
+    """After a new run failed: unless it published a checkpoint (a finished epoch, which ``--resume``
+    continues), remove what it wrote, so that the same command, corrected, finds ``out`` as it was
+    (a ``config.json`` left alone would refuse it as a folder that holds results). Only entries that
+    were not there before go, and the folder itself only when the run made it."""
+    if (out / "checkpoints" / "latest.json").exists() or not out.is_dir():
+        return
+    if before is None:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for path in out.iterdir():
+        if path.name not in before:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
 
 def _summary(

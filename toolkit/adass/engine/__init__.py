@@ -17,6 +17,7 @@ from .checkpoints import (
     reshard_checkpoint,
     write_state,
 )
+from .divergence import Divergence, chance_accuracy
 from .driver import Backend, Driven, EpochOutcome, drive
 from .epoch import EpochPlan, EpochReport
 from .live import LiveBatches, RunStore
@@ -45,6 +46,7 @@ __all__ = [
     "Backend",
     "Checkpoint",
     "Counters",
+    "Divergence",
     "Driven",
     "Engine",
     "EpochOutcome",
@@ -62,6 +64,7 @@ __all__ = [
     "Stop",
     "TorchAgreement",
     "backprop_batch",
+    "chance_accuracy",
     "check_resume",
     "drive",
     "epoch_eval",

@@ -18,8 +18,10 @@ from typing import Any, Protocol
 import pandas as pd
 
 from ..config import RunConfig
+from ..failures import Diverged
 from ..metrics import EvalRecord, SelectionRecord, Sink
 from .checkpoints import Checkpoint, epoch_folder, fixed_options, publish
+from .divergence import Divergence
 from .records import epoch_eval, new_totals, write_epoch
 from .result import Stop, stop_signal
 
@@ -87,6 +89,7 @@ def drive(
     selection_records: bool = True,
     checkpoint_dir: str | Path | None = None,
     checkpoint: Checkpoint | None = None,
+    chance: float | None = None,
 ) -> Driven:
     """Train ``config.optim.epochs`` epochs on ``backend``, from ``checkpoint`` when one is given.
 
@@ -113,6 +116,16 @@ def drive(
     checkpoint : Checkpoint, optional
         Continue from it: its files are loaded (for this backend's replica count), its totals go on,
         and records of later epochs already in the sink are dropped.
+    chance : float, optional
+        The test accuracy of a model that ignores its input (:func:`~adass.engine.divergence.
+        chance_accuracy`); without it, accuracy at chance does not stop the run.
+
+    Raises
+    ------
+    Diverged
+        After an epoch whose training loss grew past ``--diverge-factor`` times the run's start, or
+        the ``--chance-epochs``-th in a row at chance accuracy: that epoch's records are written, its
+        checkpoint is not (the last one stays the epoch before).
     """
     should_stop = stop_signal(stop)
     first, totals = 0, new_totals()
@@ -123,6 +136,7 @@ def drive(
         sink.drop_after(first - 1)  # started over) are written again
     totals.setdefault("skipped_steps", 0.0)
     driven = Driven(final=None, totals=totals)
+    divergence = Divergence(config.optim.diverge_factor, config.optim.chance_epochs, chance)
     for epoch in range(first, config.optim.epochs):
         if should_stop():
             driven.stopped = True
@@ -140,6 +154,13 @@ def drive(
             driven.stopped = True
             break
         driven.final = _record_epoch(backend, sink, run_id, epoch, outcome, epoch_s, totals, n_train)
+        try:
+            steps = [row for report in outcome.reports for row in report["steps"]]
+            divergence.check(epoch, steps, driven.final, totals, sink)
+        except Diverged:
+            if hasattr(sink, "flush"):  # the epoch that shows it is kept on disk, but not its model
+                sink.flush()
+            raise
         if checkpoint_dir is not None:
             _checkpoint(backend, checkpoint_dir, epoch, totals, sink, config)
         if progress is not None:

@@ -11,10 +11,20 @@ from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset, load_dataset
-from ..engine import Counters, RunResult, RunStore, Stop, check_resume, drive, reshard_checkpoint
+from ..engine import (
+    Counters,
+    RunResult,
+    RunStore,
+    Stop,
+    chance_accuracy,
+    check_resume,
+    drive,
+    reshard_checkpoint,
+)
 from ..metrics import EvalRecord, MemorySink, Sink
 from .local import LocalBackend
 from .model_memory import check_model_fits
+from .replica_count import check_replica_count
 from .threads import ThreadsBackend
 
 __all__ = ["BACKENDS", "run", "train"]
@@ -82,20 +92,23 @@ def run(
         One line: a worker lost more often than ``--restarts`` allows, losses that stayed non-finite
         for ``--max-nonfinite`` steps (:class:`~adass.failures.Diverged`), an unreachable scheduler.
     """
-    if dataset is not None:
-        check_model_fits(config, dataset)  # before any replica is built
+    if dataset is not None:  # before any replica is built
+        check_model_fits(config, dataset)
+        check_replica_count(config, dataset)
     if config.backend == "dask":
         return _on_dask(config, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready, handle)
     checkpoint = check_resume(config, checkpoint_dir) if resume and checkpoint_dir is not None else None
     sink = sink if sink is not None else MemorySink()
     ds = dataset if dataset is not None else load_dataset(config.data.data, seed=config.optim.seed)
+    check_replica_count(config, ds)
     backend = BACKENDS[config.backend](config, ds, run_id, live=store.add if store is not None else None)
     if checkpoint is not None:
         checkpoint = reshard_checkpoint(checkpoint, config, ds)
         if hasattr(sink, "resume"):
             sink.resume()
     driven = drive(backend, config, sink, ds.n_train, run_id=run_id, progress=progress, stop=stop,
-                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                   chance=chance_accuracy(ds.y_test, ds.classes))  # fmt: skip
     t = driven.totals
     states = backend.states()
     return RunResult(model=states[0].model, sink=sink, counters=_counters(t), config=config, dataset=ds,

@@ -7,7 +7,6 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import dask
 from distributed import Client, LocalCluster
@@ -15,6 +14,8 @@ from distributed.security import Security
 
 from ...allocator import dask_config
 from ...failures import RunFailure, one_line
+from ...registry import SpecError
+from ...scheduler_address import parse_scheduler_address
 from .credentials import temporary_security, user_security
 
 __all__ = ["ClusterHandle", "connect", "reachable"]
@@ -137,11 +138,11 @@ def connect(
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
     """Raise RunFailure in one line unless something accepts TCP connections at ``address`` (``tcp://H:P``)."""
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
     try:
-        host, port = parts.hostname, parts.port or 8786
-    except ValueError as err:
-        raise RunFailure(f"--scheduler: {address!r} is no address ({err})") from None
+        where = parse_scheduler_address(address)
+    except SpecError as err:
+        raise RunFailure(f"--scheduler: {err}") from None
+    host, port = where.host, where.port
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass

@@ -27,6 +27,7 @@ from ...engine import (
     EpochOutcome,
     RunStore,
     Stop,
+    chance_accuracy,
     check_resume,
     drive,
     read_checkpoint,
@@ -35,6 +36,7 @@ from ...engine import (
 from ...failures import LostRank, RunFailure
 from ...metrics import EvalRecord, MemorySink, Sink, atomic_write_text
 from ...registry import SpecError
+from ..replica_count import check_replica_count
 from .actors import Replica, Server
 from .connect import ClusterHandle, connect_for
 from .events import topic_for
@@ -198,6 +200,7 @@ def train_distributed(
     sink = sink if sink is not None else MemorySink()
     store = store if store is not None else RunStore()
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
+    check_replica_count(config, dataset)
     own_handle = handle is None
     world = config.cluster.workers + config.servers
     handle = handle or connect_for(config, world)
@@ -270,7 +273,8 @@ def _attempt(
     try:
         backend.start()
         driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
-                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint)  # fmt: skip
+                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                       chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     finally:
         backend.close()
