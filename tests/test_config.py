@@ -2,7 +2,8 @@
 
 import pytest
 
-from adass.config import RunConfig, codec_probe
+from adass.cli import main
+from adass.config import RUN_OPTIONS, SPEC_REGISTRIES, RunConfig, codec_probe
 from adass.registry import SpecError
 
 
@@ -70,3 +71,17 @@ def test_validating_again_builds_no_second_codec():
     config.replace(seed=3)
     after = codec_probe.cache_info()
     assert after.misses == before.misses + 1 and after.hits >= before.hits + 2
+
+
+@pytest.mark.parametrize("option", sorted(SPEC_REGISTRIES))
+def test_plugin_names_reach_the_help_from_the_registry_never_by_hand(option, capsys):
+    """Option docs say what a spec is; the names of its plug-ins come from the registry, so a new
+    plug-in is listed by ``--help`` (and the dashboard) without touching the doc."""
+    registry, doc = SPEC_REGISTRIES[option], RUN_OPTIONS[option].doc
+    assert not [n for n in registry.names() if f"({n}" in doc or f"{n}:" in doc or f"{n}," in doc]
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    text = " ".join(out[out.index(f"\n  --{option} VALUE") :].split())  # its entry, not the usage line
+    listed = text.split("one of ", 1)[1].split(" ", 1)[0]
+    assert listed.split("|") == registry.names()

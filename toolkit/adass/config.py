@@ -51,19 +51,17 @@ __all__ = [
 class DataSection(param.Parameterized):
     data = param.String(
         "mnist5k",
-        doc="dataset spec (mnist5k, synthetic:..., idx:DIR, cifar10:DIR, cifar100:DIR, svmlight:PATH, csv:PATH)",
+        doc="data set spec NAME:key=value (loaders of files take a path)",
     )
-    shard = param.String("iid", doc="how the training set is split across workers (iid, dirichlet:alpha=..)")
+    shard = param.String("iid", doc="how the training set is split across replicas")
 
 
 class ModelSection(param.Parameterized):
-    model = param.String("mlp:hidden=128", doc="model spec (logreg, mlp:hidden=.., lenet, resnet:depth=8|20)")
+    model = param.String("mlp:hidden=128", doc="model spec NAME:key=value")
 
 
 class SamplerSection(param.Parameterized):
-    sampler = param.String(
-        "full", doc="sample-selection policy spec (full, random, infobatch, selective_backprop, adass)"
-    )
+    sampler = param.String("full", doc="sample-selection policy spec NAME:key=value")
 
 
 class OptimSection(param.Parameterized):
@@ -97,18 +95,18 @@ class OptimSection(param.Parameterized):
 class CodecSection(param.Parameterized):
     codec = param.String(
         "fp32",
-        doc="gradient codec spec (fp32, fp16, bf16, qsgd:bits=.., randk:ratio=.., topk:ratio=.., A+B; ef(SPEC), mc(SPEC), dmc(SPEC) name a --memory too)",
+        doc="gradient codec spec NAME:key=value; A+B stacks two codecs, MEMORY(SPEC) names a --memory too",
     )
     memory = param.String(
         "none",
-        doc=f"what each worker keeps around its own share from step to step ({'|'.join(MEMORIES.names())})",
+        doc="what each replica keeps of its own gradient from step to step (error feedback, momentum corrections)",
     )
 
 
 class ExchangeSection(param.Parameterized):
     exchange = param.String(
         "ring",
-        doc="how gradients are averaged (ring:strategy=requantize|shared_scale, ps:servers=S,update=replica|server)",
+        doc="how gradients are averaged: an exchange spec NAME:key=value",
     )
     link = param.String(
         "",

@@ -56,7 +56,10 @@ def main(cases_path: str, results_path: str) -> None:
     handle = None
     dask = [c for c in cases if c["backend"] == "dask"]
     if dask:
-        from adass.runtime.cluster import connect
+        try:
+            from adass.runtime.cluster import connect
+        except ImportError:  # the layout before the runtime package
+            from adass.cluster import connect
 
         handle = connect(n_workers=max(int(c["world"]) + int(c.get("servers", 0)) for c in dask))
     results = []

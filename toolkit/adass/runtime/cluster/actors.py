@@ -58,9 +58,9 @@ def _read_state(path: Path) -> dict[str, Any]:
 class _Member:
     """What replicas and servers share: joining the process group and building the exchange."""
 
-    def __init__(self, config: dict, rank: int, world: int, replicas: int, run_id: str) -> None:
+    def __init__(self, config: RunConfig, rank: int, world: int, replicas: int, run_id: str) -> None:
         torch.set_num_threads(1)  # one Dask worker thread per process; keep torch from oversubscribing
-        self.config = RunConfig.from_dict(config)
+        self.config = config  # checked once, by the client: it travels as the typed configuration
         self.rank, self.world, self.replicas, self.run_id = rank, world, replicas, run_id
         self.worker = get_worker()
         self.relay = EventRelay(self.worker, topic_for(run_id))

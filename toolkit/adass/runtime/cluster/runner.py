@@ -100,7 +100,7 @@ class DaskBackend:
         self.addresses = addresses[:world]
         client.subscribe_topic(topic_for(self.run_id), self.store.handle)
         # relative paths in --data would be read from each worker's own working directory
-        config = self.config.replace(data=absolute_paths(self.config.data.data)).to_dict()
+        config = self.config.replace(data=absolute_paths(self.config.data.data))
         for rank, address in enumerate(self.addresses):
             kind = Replica if rank < self.replicas_n else Server
             future = client.submit(kind, config, rank, world, self.replicas_n, self.run_id,
