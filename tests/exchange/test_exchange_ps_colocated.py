@@ -13,6 +13,7 @@ from adass.exchange import (
     check,
     make_exchange,
     simulate,
+    topology_of,
 )
 from adass.registry import SpecError
 
@@ -52,8 +53,8 @@ def test_the_spec_builds_the_colocated_variant_and_needs_no_extra_ranks():
         for spec in ("ps:servers=2,colocated=true", "ps:servers=2")
     ]
     assert type(built[0]) is ColocatedParameterServer and type(built[1]) is ParameterServer
-    assert ParameterServer.extra_ranks(servers=2, colocated=True) == 0
-    assert ParameterServer.extra_ranks(servers=2) == 2
+    assert topology_of("ps").extra_ranks(servers=2, colocated=True) == 0
+    assert topology_of("ps").extra_ranks(servers=2) == 2
     assert [built[0].held_shard(), built[1].held_shard()] == [(0, 2), None]
     assert (
         check("ps:colocated=true", "fp32")

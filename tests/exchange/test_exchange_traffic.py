@@ -10,7 +10,7 @@ import torch
 from exchange_cases import grads
 
 from adass.codecs import Payload
-from adass.exchange import InProcTransport, Link, RingExchange, simulate
+from adass.exchange import InProcTransport, Link, simulate, topology_of
 from adass.exchange.transport import Transfer
 from adass.exchange.transport import inproc as inproc_module
 from adass.metrics import TrafficRecord, columns
@@ -91,7 +91,7 @@ def test_step_time_model() -> None:
     pull = link.seconds(workers * 4 * n)
     assert ps.sim_seconds == pytest.approx(push + pull)
     assert list(ps.stages()) == ["push", "pull"]
-    assert RingExchange.step_seconds([], link) == 0.0
+    assert topology_of("ring").step_seconds([], link) == 0.0
 
 
 def test_throttled_inproc_transfers_take_the_modelled_time() -> None:

@@ -16,7 +16,7 @@ import param
 
 from .codecs import CODECS, Codec
 from .data import DATASETS, SHARDINGS
-from .exchange import EXCHANGES, check
+from .exchange import EXCHANGES, check, topology_of
 from .exchange.link import parse_link
 from .memory import MEMORIES, build_pair, split_memory
 from .models import MODELS
@@ -304,12 +304,12 @@ class RunConfig:
     def servers(self) -> int:
         """Ranks the exchange needs besides the replicas (Parameter Server shards on their own ranks)."""
         entry, values = EXCHANGES.resolve(self.exchange.exchange)
-        return int(entry.factory.extra_ranks(**values))
+        return int(topology_of(entry.name).extra_ranks(**values))
 
     def colocated_shards(self) -> dict[int, int]:
         """``{replica rank: shard}`` of the PS shards that replicas serve (``colocated=true``); else empty."""
         entry, values = EXCHANGES.resolve(self.exchange.exchange)
-        return dict(entry.factory.colocated_shards(**values))
+        return dict(topology_of(entry.name).colocated_shards(**values))
 
     def check_pairs(self) -> None:
         """Checks across options: the memory is named once and suits the codec, the exchange must be
@@ -331,7 +331,7 @@ class RunConfig:
         if self.backend != "local":  # what the exchange needs of the replica count (colocated PS shards)
             entry, values = EXCHANGES.resolve(self.exchange.exchange)
             try:
-                entry.factory.check_workers(self.world, **values)
+                topology_of(entry.name).check_workers(self.world, **values)
             except SpecError as err:
                 raise SpecError(f"--exchange/{count}: {err}") from None
         needs = (

@@ -2,7 +2,7 @@
 with a link model for simulated time; ``simulate`` runs one step of P virtual workers.
 
 Subsystems: the exchange algorithms (``base.py``, ``ps.py``, ``ring/``, with ``chunking.py`` and
-``counts.py``), ``transport/`` (moving payloads, and their wire formats), ``link/`` (the time
+``counts.py``; ``topology.py``, what a family declares of its ranks), ``transport/`` (moving payloads, and their wire formats), ``link/`` (the time
 model) and ``simulate.py``.
 """
 
@@ -15,6 +15,7 @@ from .ps_async import AsyncParameterServer
 from .ps_colocated import ColocatedParameterServer
 from .ring import RingExchange
 from .simulate import SimulationResult, simulate
+from .topology import TOPOLOGIES, ServerTopology, Topology, topology_of
 from .transport import GlooTransport, InProcHub, InProcTransport, Transport
 
 __all__ = [
@@ -31,11 +32,15 @@ __all__ = [
     "ParameterServer",
     "Piece",
     "RingExchange",
+    "ServerTopology",
     "SimulationResult",
+    "TOPOLOGIES",
+    "Topology",
     "Transport",
     "check",
     "chunk_bounds",
     "make_exchange",
     "parse_link",
     "simulate",
+    "topology_of",
 ]

@@ -5,7 +5,7 @@ check that an exchange, a codec and a memory can work together before anything r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +16,7 @@ from ..codecs.base import ChunkKey
 from ..memory import Memory, build_pair
 from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
-from .link import CodecClock, Link, stage_seconds
+from .link import CodecClock
 from .staging import through_host
 from .transport import Transfer, Transport
 
@@ -169,25 +169,9 @@ class Exchange(ABC):
         """Raise SpecError (one line) if this exchange cannot work with ``codec`` and ``memory``."""
         return None
 
-    @classmethod
-    def check_workers(cls, workers: int, **params: Any) -> None:
-        """Raise SpecError (one line) if this exchange cannot run on ``workers`` replicas."""
-        return None
-
     def held_shard(self) -> tuple[int, int] | None:
         """``(shard, shards)``: the parameter-server shard this rank serves, None where it serves none."""
         return None
-
-    @classmethod
-    def extra_ranks(cls, **params: Any) -> int:
-        """Ranks besides the workers that this exchange needs (PS servers); they run ``serve_step``."""
-        return 0
-
-    @classmethod
-    def colocated_shards(cls, **params: Any) -> dict[int, int]:
-        """``{replica rank: shard}`` of the server shards that replicas run beside their model; none
-        unless the exchange puts servers inside workers."""
-        return {}
 
     def serve_step(self) -> Any:
         """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
@@ -203,16 +187,6 @@ class Exchange(ABC):
             self.serve_step()
             traffic += self.traffic()
         return traffic
-
-    @classmethod
-    def stage(cls, phase: str, hop: int) -> Hashable:
-        """The stage of the time model a transfer belongs to (see ``timing.stage_seconds``)."""
-        return (phase, hop)
-
-    @classmethod
-    def step_seconds(cls, records: Any, link: Link) -> float:
-        """Modelled time of one step from its traffic records."""
-        return float(sum(stage_seconds(records, link, cls.stage).values()))
 
     def timers(self) -> dict[str, float]:
         """Seconds of the last ``reduce`` (or ``serve_step``) by kind of work.

@@ -27,6 +27,7 @@ from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, require_positive, split_count, with_count
+from .topology import ServerTopology, declares
 from .transport import Transport
 
 __all__ = ["MODES", "ParameterServer", "ShardUpdate", "variant"]
@@ -96,6 +97,7 @@ def _built_modes() -> list[str]:
         "server shard s runs in worker s's process (servers <= workers): no extra ranks or Dask workers",
     ),
 )
+@declares(ServerTopology())
 class ParameterServer(Exchange):
     """Synchronous parameter server over any transport whose last ``servers`` ranks are servers.
 
@@ -166,12 +168,6 @@ class ParameterServer(Exchange):
             raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
                             f"with mode={mode} it must be 0")  # fmt: skip
 
-    @classmethod
-    def check_workers(cls, workers: int, servers: int = 1, colocated: bool = False, **params: Any) -> None:
-        if colocated and servers > workers:
-            raise SpecError(f"exchange 'ps:servers={servers},colocated=true': shard s lives in worker s, so "
-                            f"servers must be <= workers ({workers}); give servers=1..{workers} or more workers")  # fmt: skip
-
     def own(self, shard_update: ShardUpdate) -> None:
         """Give this server rank (``update=server``) the parameters and optimizer state it owns."""
         if self.held_shard() is None or not self.pulls_parameters:
@@ -194,18 +190,6 @@ class ParameterServer(Exchange):
             if "shard" not in state:
                 raise ValueError(f"server rank {self.rank}: the saved state holds no shard to resume from")
             self.shard_update.load_state_dict(state["shard"])
-
-    @classmethod
-    def extra_ranks(cls, servers: int = 1, colocated: bool = False, **params: object) -> int:
-        return 0 if colocated else servers
-
-    @classmethod
-    def colocated_shards(cls, servers: int = 1, colocated: bool = False, **params: object) -> dict[int, int]:
-        return {s: s for s in range(servers)} if colocated else {}
-
-    @classmethod
-    def stage(cls, phase: str, hop: int) -> str:
-        return "pull" if phase == "pull" else "push"
 
     @property
     def is_server(self) -> bool:

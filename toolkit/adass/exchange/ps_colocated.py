@@ -24,6 +24,7 @@ from .base import output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, with_count
 from .ps import _EMPTY, ParameterServer, variant
+from .topology import topology_of
 from .transport import RecvHandle, Transport
 
 __all__ = ["ColocatedParameterServer"]
@@ -47,7 +48,7 @@ class ColocatedParameterServer(ParameterServer):
 
     @classmethod
     def worker_count(cls, world: int, servers: int) -> int:
-        cls.check_workers(world, servers, colocated=True)
+        topology_of(cls.name).check_workers(world, servers, colocated=True)
         return world
 
     @property

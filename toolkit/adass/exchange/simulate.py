@@ -14,8 +14,9 @@ import torch
 from ..codecs import Codec
 from ..memory import build_pair
 from ..registry import SpecError, parse_spec
-from .base import EXCHANGES, Exchange, check
+from .base import EXCHANGES, check
 from .link import Link, parse_link, stage_seconds, traffic_frame
+from .topology import Topology, topology_of
 from .transport import MAX_WORLD, PHASES, InProcHub
 
 __all__ = ["SimulationResult", "simulate"]
@@ -45,7 +46,7 @@ class SimulationResult:
     exchange: str
     codec: str
     link: Link | None = None
-    kind: type[Exchange] = field(default=Exchange, repr=False)
+    kind: Topology = field(default_factory=Topology, repr=False)
 
     @property
     def wire_bytes(self) -> int:
@@ -155,7 +156,7 @@ def simulate(
     codec_spec = codec.name if isinstance(codec, Codec) else str(codec)
     canonical = check(exchange, codec_spec)
     entry, params = EXCHANGES.resolve(parse_spec(exchange, "exchange"))
-    world = workers + entry.factory.extra_ranks(**params)
+    world = workers + topology_of(entry.name).extra_ranks(**params)
     if params.get("update") == "server":  # one step of averaging: no model here for servers to own
         raise SpecError(f"simulate: {exchange!r}: update=server steps parameters the servers own; "
                         "simulate averages gradients (use update=replica)")  # fmt: skip
@@ -184,7 +185,7 @@ def simulate(
         records[rank] = ex.traffic()
 
     _run_ranks(hub, work)
-    kind = entry.factory
+    kind = topology_of(entry.name)
     traffic = _in_step_order(traffic_frame([r for rank_records in records for r in rank_records]))
     seconds = kind.step_seconds(traffic, model) if model is not None and not traffic.empty else 0.0
     return SimulationResult(list(outputs), traffic, seconds, canonical, _codec_name(codec_spec), model, kind)

@@ -17,6 +17,7 @@ from ...registry import Param
 from ..base import EXCHANGES, Exchange, output_buffer, require
 from ..chunking import ChunkLayout, Piece
 from ..counts import grid_count, require_positive
+from ..topology import Topology, declares
 from ..transport import Transfer, Transport
 from .hops import Hops
 from .reducer import Context, Reducer, Weighting
@@ -31,6 +32,7 @@ __all__ = ["RingExchange"]
                    choices=("requantize", "shared_scale", "allgather")),
     segment_kb=Param(0, "pipeline piece size in KiB on the wire; 0: the transport's choice", low=0, high=1 << 21),
 )  # fmt: skip
+@declares(Topology())
 class RingExchange(Exchange):
     """Ring All-Reduce with a codec; ``reduce`` returns the (count-weighted) mean on every rank.
 

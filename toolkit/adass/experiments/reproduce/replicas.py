@@ -2,7 +2,7 @@
 
 Modelled step time: the slowest replica's own work of a step (forward, backward, encode, decode) plus
 the exchange's modelled transfer time for that step's traffic under a link
-(:meth:`adass.exchange.Exchange.step_seconds`), median over the steps of the last epoch. The replicas
+(:meth:`adass.exchange.Topology.step_seconds`), median over the steps of the last epoch. The replicas
 share this machine's cores, so their own work is slower than on separate machines: the modelled
 communication share is a lower bound.
 """
@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...config import RunConfig
 from ...data import Dataset
-from ...exchange import EXCHANGES, Link
+from ...exchange import EXCHANGES, Link, topology_of
 from ...metrics import MemorySink, StepRecord, TrafficRecord
 from ...runtime import run
 
@@ -40,7 +40,7 @@ def modelled_steps(config: RunConfig, steps: pd.DataFrame, traffic: pd.DataFrame
     DataFrame
         Indexed by step: ``own_s`` and ``comm_s``.
     """
-    kind = EXCHANGES.resolve(config.exchange.exchange)[0].factory
+    kind = topology_of(EXCHANGES.resolve(config.exchange.exchange)[0].name)
     model = Link.parse(link)
     last = int(steps["epoch"].max())
     steps = steps[steps["epoch"] == last]
