@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..config import RunConfig
-from ..exchange import ChunkLayout, Exchange
+from ..exchange import ChunkLayout, Exchange, server_of
 from ..models import build_model
 from .step import flat_params, make_sgd, set_lr
 
@@ -78,6 +78,7 @@ def own_shard(exchange: Exchange, config: RunConfig, shape: tuple[int, ...], cla
     """Give ``exchange`` the parameters and optimizer state of the server shard its rank serves,
     where the servers own them (``ps:update=server``): a dedicated server rank, or a worker that
     serves a shard beside its replica (``colocated=true``). Other ranks are left as they are."""
-    held = exchange.held_shard()
-    if held is not None and exchange.pulls_parameters:
-        exchange.own(ShardOptimizer.for_shard(config, shape, classes, *held))
+    server = server_of(exchange)
+    held = None if server is None else server.held_shard()
+    if server is not None and held is not None and server.pulls_parameters:
+        server.own(ShardOptimizer.for_shard(config, shape, classes, *held))

@@ -2,7 +2,7 @@
 with a link model for simulated time; ``simulate`` runs one step of P virtual workers.
 
 Subsystems: the exchange algorithms (``base.py``, ``ps.py``, ``ring/``, with ``chunking.py`` and
-``counts.py``; ``topology.py``, what a family declares of its ranks), ``transport/`` (moving payloads, and their wire formats), ``link/`` (the time
+``counts.py``; ``serving.py``, the server side of a parameter server; ``topology.py``, what a family declares of its ranks), ``transport/`` (moving payloads, and their wire formats), ``link/`` (the time
 model) and ``simulate.py``.
 """
 
@@ -14,6 +14,7 @@ from .ps import ParameterServer
 from .ps_async import AsyncParameterServer
 from .ps_colocated import ColocatedParameterServer
 from .ring import RingExchange
+from .serving import Server, ShardUpdate, as_server, server_of
 from .simulate import SimulationResult, simulate
 from .topology import TOPOLOGIES, ServerTopology, Topology, topology_of
 from .transport import GlooTransport, InProcHub, InProcTransport, Transport
@@ -32,15 +33,19 @@ __all__ = [
     "ParameterServer",
     "Piece",
     "RingExchange",
+    "Server",
     "ServerTopology",
+    "ShardUpdate",
     "SimulationResult",
     "TOPOLOGIES",
     "Topology",
     "Transport",
+    "as_server",
     "check",
     "chunk_bounds",
     "make_exchange",
     "parse_link",
+    "server_of",
     "simulate",
     "topology_of",
 ]

@@ -5,7 +5,6 @@ check that an exchange, a codec and a memory can work together before anything r
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -168,25 +167,6 @@ class Exchange(ABC):
     def check(cls, codec: Codec, memory: Memory | None = None, **params: Any) -> None:
         """Raise SpecError (one line) if this exchange cannot work with ``codec`` and ``memory``."""
         return None
-
-    def held_shard(self) -> tuple[int, int] | None:
-        """``(shard, shards)``: the parameter-server shard this rank serves, None where it serves none."""
-        return None
-
-    def serve_step(self) -> Any:
-        """One step on a rank that is not a worker (only exchanges with ``extra_ranks``)."""
-        raise RuntimeError(f"exchange {self.name!r} has no server ranks")
-
-    def serve_epoch(self, steps: int, worker_steps: Sequence[int] = ()) -> list[TrafficRecord]:
-        """An epoch of ``steps`` steps per worker on a rank that is not a worker; returns what the
-        rank received. Lock-step exchanges serve one step at a time; asynchronous ones override it
-        (there ``worker_steps``, where given, are every worker's own steps, see ``ps_async.py``).
-        """
-        traffic = []
-        for _ in range(steps):
-            self.serve_step()
-            traffic += self.traffic()
-        return traffic
 
     def timers(self) -> dict[str, float]:
         """Seconds of the last ``reduce`` (or ``serve_step``) by kind of work.

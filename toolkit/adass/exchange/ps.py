@@ -13,9 +13,9 @@ worker s's process instead and the world is the workers alone (``ps_colocated.py
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -23,10 +23,12 @@ from ..codecs import Codec, make_codec
 from ..codecs.base import ChunkKey, Payload
 from ..memory import Memory
 from ..memory.own import encode_own
+from ..metrics import TrafficRecord
 from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, require_positive, split_count, with_count
+from .serving import Server, ShardUpdate
 from .topology import ServerTopology, declares
 from .transport import Transport
 
@@ -34,19 +36,6 @@ __all__ = ["MODES", "ParameterServer", "ShardUpdate", "variant"]
 
 #: consistency models the spec may name
 MODES = ("sync", "async", "ssp")
-
-
-class ShardUpdate(Protocol):
-    """What a server shard owns under ``update=server``: its slice of the parameters and of the
-    optimizer state. Built by the runtime, which knows the model and the optimizer settings."""
-
-    def __call__(self, mean: torch.Tensor | None, epoch: int, share: float = 1.0) -> torch.Tensor:
-        """Step on the mean gradient slice (None: a step without samples, nothing changes) at
-        ``share`` of the epoch's learning rate, and return the slice's parameters."""
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
@@ -98,7 +87,7 @@ def _built_modes() -> list[str]:
     ),
 )
 @declares(ServerTopology())
-class ParameterServer(Exchange):
+class ParameterServer(Exchange, Server):
     """Synchronous parameter server over any transport whose last ``servers`` ranks are servers.
 
     Parameters
@@ -238,6 +227,15 @@ class ParameterServer(Exchange):
     def _take_pull(self, shard: int, payload: Payload) -> Payload:
         """The pull codec's payload in what ``shard`` replied (here the reply itself)."""
         return payload
+
+    def serve_epoch(self, steps: int, worker_steps: Sequence[int] = ()) -> list[TrafficRecord]:
+        """An epoch on a server rank: ``steps`` lock-step steps (every worker takes each), one
+        :meth:`serve_step` at a time; returns what the rank received."""
+        traffic = []
+        for _ in range(steps):
+            self.serve_step()
+            traffic += self.traffic()
+        return traffic
 
     def serve_step(self) -> torch.Tensor:
         """Receive every worker's push, average (weighted by counts, in worker order), reply with the

@@ -26,7 +26,7 @@ from ..engine import (
     read_state,
     write_state,
 )
-from ..exchange import InProcHub, make_exchange
+from ..exchange import InProcHub, as_server, make_exchange
 
 __all__ = ["ThreadsBackend", "on_threads"]
 
@@ -117,7 +117,7 @@ class ThreadsBackend:
             if rank < self.world:
                 live = LiveBatches(self.live, plans[rank].steps_of(rank)) if self.live else None
                 return vars(self.engines[rank].run_epoch(plans[rank], on_step=live, selection_records=False))
-            server = self.exchanges[rank]
+            server = as_server(self.exchanges[rank])
             server.epoch = plans[0].epoch
             return {"traffic": [vars(r) for r in server.serve_epoch(plans[0].steps, plans[0].worker_steps)]}
 

@@ -17,7 +17,7 @@ from distributed import get_worker
 from ...config import RunConfig
 from ...data import load_dataset
 from ...engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard, read_state, write_state
-from ...exchange import GlooTransport, make_exchange
+from ...exchange import GlooTransport, as_server, make_exchange
 from ...exchange.transport import is_loopback, segment_bytes_for
 from ...registry import SpecError
 from .bootstrap import destroy_group, free_port, init_group
@@ -199,7 +199,7 @@ class Server(_Member):
     ) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
-            traffic = [vars(r) for r in self.exchange.serve_epoch(steps, worker_steps or ())]
+            traffic = [vars(r) for r in as_server(self.exchange).serve_epoch(steps, worker_steps or ())]
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)
