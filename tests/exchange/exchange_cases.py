@@ -76,7 +76,7 @@ def lossy_over_gloo(rank: int, world: int, cases: list[tuple[str, str]], n: int,
         x = grads(len(counts), n, seed=5)[rank]
         result = exchange.reduce(x, count=counts[rank], out=x if in_place else None)
         assert not in_place or result.data_ptr() == x.data_ptr()
-        records = exchange.traffic()
+        records = exchange.report().traffic
         out.append({"out": result, "wire": sum(r.wire_bytes for r in records),
                     "raw": sum(r.raw_bytes for r in records)})  # fmt: skip
     return out
@@ -91,7 +91,7 @@ def throttled_steps(rank: int, world: int, codecs: list[str], n: int, link: str)
         exchange = make_exchange("ring", GlooTransport(link=link, throttle=True, tag_base=10 * i), codec)
         x = grads(world, n, seed=rank)[rank]
         exchange.reduce(x)
-        exchange.traffic()
+        exchange.report()  # the warm-up step's records are left out
         time.sleep(0.2)  # longer than a step: the link has long been free when the next one starts
         dist.barrier()
         start = time.perf_counter()
@@ -99,7 +99,7 @@ def throttled_steps(rank: int, world: int, codecs: list[str], n: int, link: str)
         wall_s = time.perf_counter() - start
         out[codec] = {
             "wall_s": wall_s,
-            "records": [(r.phase, r.seconds, r.sim_seconds) for r in exchange.traffic()],
+            "records": [(r.phase, r.seconds, r.sim_seconds) for r in exchange.report().traffic],
         }
     return out
 
@@ -172,10 +172,12 @@ def steps_over_gloo(
             start = time.perf_counter()
             result = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
             wall_s = time.perf_counter() - start
-            steps.append({"out": result, "wall_s": wall_s, "timers": exchange.timers(),
+            done = exchange.report()
+            timers = {"encode_s": done.encode_s, "decode_s": done.decode_s, "comm_s": done.comm_s}
+            steps.append({"out": result, "wall_s": wall_s, "timers": timers,
                           "payloads": transport.log.sent_messages - payloads,
                           "messages": transport.log.wire_messages - messages})  # fmt: skip
-        exchange.traffic()
+        exchange.report()  # the records of these steps are not asked for
         out.append(steps)
     return out
 
@@ -210,7 +212,7 @@ def segmented_ring_over_gloo(rank: int, world: int, n: int, segment_bytes: list[
     for i, size in enumerate(segment_bytes):
         exchange = make_exchange("ring", GlooTransport(segment_bytes=size, tag_base=10 * i), "fp32")
         result = exchange.reduce(x, count=float(rank + 1)).clone()
-        received = [r for r in exchange.traffic() if r.dst == rank]
+        received = [r for r in exchange.report().traffic if r.dst == rank]
         out[size] = {"result": result, "pieces": len(received)}
     return out
 

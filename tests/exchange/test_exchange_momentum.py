@@ -116,8 +116,8 @@ def test_warmup_sends_what_the_epochs_ratio_sends(spec: str, epoch: int) -> None
     for a, b in zip(got, want, strict=True):
         for x, y in zip(a, b, strict=True):
             assert torch.equal(x, y)
-    sent = [sum(r.wire_bytes for r in e.traffic()) for e in warm]
-    assert sent == [sum(r.wire_bytes for r in e.traffic()) for e in plain]
+    sent = [sum(r.wire_bytes for r in e.report().traffic) for e in warm]
+    assert sent == [sum(r.wire_bytes for r in e.report().traffic) for e in plain]
     codec = make_codec(f"randk:ratio={target},warmup={warmup}")
     codec.set_epoch(epoch)
     assert codec.k_for(n) == max(1, round(ratio * n))

@@ -99,6 +99,7 @@ class Engine:
             torch.set_num_threads(state.config.cluster.threads)
         self.nonfinite_in_row = self.nonfinite_steps = 0  # steps skipped for a non-finite loss or gradient
         self.throughput = Throughput()
+        self.held_s = 0.0  # of the last step: seconds the servers held its reply back (see StepReport)
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class Engine:
         for part, total in zip(plan.batches, plan.totals, strict=True):
             began = time.perf_counter()
             row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
-            report.busy_s += time.perf_counter() - began - (self.exchange.held_s if self.exchange else 0.0)
+            report.busy_s += time.perf_counter() - began - self.held_s
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
             report.losses.append(row["loss"])
@@ -235,6 +236,7 @@ class Engine:
         spreads = self._spreads_nonfinite()
         total = self._before_exchange(used, planned, _finite(loss, s.flat_grad), epoch, spreads, lockstep)
         encode_s = decode_s = comm_s = 0.0
+        staleness, self.held_s = 0, 0.0
         traffic: list[dict[str, Any]] = []
         pulled = None
         if self.exchange is not None:
@@ -252,10 +254,11 @@ class Engine:
             if held is not None:
                 memory.load_state_dict(held)
             t2 = time.perf_counter()
-            times = self.exchange.timers()  # codec math of this reduce; the rest of its wall time is comm
-            encode_s, decode_s = times["encode_s"], times["decode_s"]
+            done = self.exchange.report()  # codec math of this reduce; the rest of its wall time is comm
+            encode_s, decode_s = done.encode_s, done.decode_s
             comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
-            traffic = [asdict(r) for r in self.exchange.traffic()]
+            traffic = [asdict(r) for r in done.traffic]
+            staleness, self.held_s = done.staleness, done.held_s
         if spreads:  # every rank holds the same bits: a NaN or Inf anywhere is in all of them
             finite = all_finite(s.flat_grad)
             total = total if finite else 0
@@ -265,7 +268,6 @@ class Engine:
                 write_flat_params(s.model, pulled, s.counters, s.measure_path)
         elif total:
             optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
-        staleness = 0 if self.exchange is None else self.exchange.staleness
         record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
                             compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
                             staleness=staleness)  # fmt: skip

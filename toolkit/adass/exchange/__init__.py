@@ -13,6 +13,7 @@ from .link import Link, LinkClock, parse_link
 from .ps import ParameterServer
 from .ps_async import AsyncParameterServer
 from .ps_colocated import ColocatedParameterServer
+from .report import StepReport
 from .ring import RingExchange
 from .serving import Server, ShardUpdate, as_server, server_of
 from .simulate import SimulationResult, simulate
@@ -37,6 +38,7 @@ __all__ = [
     "ServerTopology",
     "ShardUpdate",
     "SimulationResult",
+    "StepReport",
     "TOPOLOGIES",
     "Topology",
     "Transport",

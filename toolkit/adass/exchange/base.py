@@ -13,9 +13,9 @@ import torch
 from ..codecs import Codec
 from ..codecs.base import ChunkKey
 from ..memory import Memory, build_pair
-from ..metrics import TrafficRecord
 from ..registry import Registry, SpecError, parse_spec
 from .link import CodecClock
+from .report import StepReport
 from .staging import through_host
 from .transport import Transfer, Transport
 
@@ -56,7 +56,7 @@ class Exchange(ABC):
     step : int
         The step the next ``reduce`` belongs to; it counts up by one per call.
     clock : CodecClock
-        Where the last call spent its time; see :meth:`timers`.
+        Where the last call spent its time; see :meth:`report`.
     spreads_nonfinite : bool
         Whether a NaN or Inf in any worker's ``flat_grad`` reaches every worker's result (a lossless
         dense ring sums raw floats, so one does), with every result bit-identical: the engine then
@@ -70,20 +70,12 @@ class Exchange(ABC):
         Whether every worker's ``reduce`` of a step waits for every other worker's (False for an
         asynchronous parameter server, ``ps:mode=async|ssp``: there ``count`` is the push's share of
         the step's planned global batch, and workers run no per-step collective of their own).
-    staleness : int
-        Of the last ``reduce``: how many updates the servers had applied between the parameters
-        the gradient was computed on and the update it went into (0 in lock-step).
-    held_s : float
-        Of the last ``reduce``: seconds the servers held their reply back under their consistency
-        model (the longest over shards; 0 in lock-step), which a worker's throughput leaves out.
     """
 
     name = "exchange"
     pulls_parameters: bool = False
     spreads_nonfinite: bool = False
     lockstep: bool = True
-    staleness: int = 0
-    held_s: float = 0.0
 
     def __init__(
         self, transport: Transport, codec: Codec | str, *, memory: Memory | str | None = None,
@@ -168,22 +160,10 @@ class Exchange(ABC):
         """Raise SpecError (one line) if this exchange cannot work with ``codec`` and ``memory``."""
         return None
 
-    def timers(self) -> dict[str, float]:
-        """Seconds of the last ``reduce`` (or ``serve_step``) by kind of work.
-
-        Returns
-        -------
-        dict
-            ``encode_s``: codec math making what is sent (weighting, scales, encoding, each hop's
-            add or requantization); ``decode_s``: decoding final payloads into the result;
-            ``comm_s``: the rest of the call (posting, framing and waiting on transfers). The three
-            add up to the call's wall time.
-        """
-        return self.clock.timers()
-
-    def traffic(self) -> list[TrafficRecord]:
-        """Records of the transfers this rank received since the last call."""
-        return self.transport.log.drain()
+    def report(self) -> StepReport:
+        """The account of the last ``reduce`` (or server step): its seconds by kind of work and the
+        transfers this rank received since the previous report (handed over once)."""
+        return StepReport(**self.clock.timers(), traffic=self.transport.log.drain())
 
     @property
     def rank(self) -> int:

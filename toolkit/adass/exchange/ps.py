@@ -234,7 +234,7 @@ class ParameterServer(Exchange, Server):
         traffic = []
         for _ in range(steps):
             self.serve_step()
-            traffic += self.traffic()
+            traffic += self.report().traffic
         return traffic
 
     def serve_step(self) -> torch.Tensor:

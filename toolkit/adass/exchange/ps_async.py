@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..codecs.base import Payload
 from ..metrics import TrafficRecord
 from .counts import split_count, with_count
 from .ps import _EMPTY, ParameterServer, variant
+from .report import StepReport
 from .transport import SendHandle, Transfer
 
 __all__ = ["AsyncParameterServer"]
@@ -82,6 +84,7 @@ class AsyncParameterServer(ParameterServer):
         self.bound = math.inf if mode == "async" else staleness  # steps ahead of the slowest
         self.versions = [0] * self.servers  # a worker's: each shard's version it last pulled
         self.version = 0  # a server's: updates its shard has applied
+        self._staleness, self._held_s = 0, 0.0  # a worker's: of its last reply (see report)
         self.epoch_steps: tuple[int, list[int]] = (
             0,
             [],
@@ -93,8 +96,12 @@ class AsyncParameterServer(ParameterServer):
     ) -> torch.Tensor:
         """Push this worker's gradient at its ``count`` share of the global batch; return the
         parameters the shards replied with (see :meth:`ParameterServer.reduce`)."""
-        self.staleness, self.held_s = 0, 0.0
+        self._staleness, self._held_s = 0, 0.0
         return super().reduce(flat_grad, count, out)
+
+    def report(self) -> StepReport:
+        """Besides the times and the traffic, the last reply's staleness and the seconds it was held."""
+        return replace(super().report(), staleness=self._staleness, held_s=self._held_s)
 
     def _tag_push(self, shard: int, push: Payload, weight: float) -> Payload:
         # the step travels too: the server's reply is recorded at the step it answers
@@ -103,8 +110,8 @@ class AsyncParameterServer(ParameterServer):
     def _take_pull(self, shard: int, payload: Payload) -> Payload:
         reply, (version, staleness, held_us) = _untagged(payload, "version", "staleness", "held_us")
         self.versions[shard] = version
-        self.staleness = max(self.staleness, staleness)
-        self.held_s = max(self.held_s, held_us / 1e6)
+        self._staleness = max(self._staleness, staleness)
+        self._held_s = max(self._held_s, held_us / 1e6)
         return reply
 
     # -- server ---------------------------------------------------------------------------
@@ -150,7 +157,7 @@ class AsyncParameterServer(ParameterServer):
         for h in sends:
             h.wait()
         self.clock.end()
-        return self.traffic()
+        return self.report().traffic
 
     def _apply(self, payload: Payload) -> tuple[int, int]:
         """Step the shard on one push (unless its share is 0); return the worker's step and the

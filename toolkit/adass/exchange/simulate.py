@@ -182,7 +182,7 @@ def simulate(
             outputs[rank] = ex.reduce(grads[rank], None if counts is None else counts[rank])
         else:
             ex.serve_step()
-        records[rank] = ex.traffic()
+        records[rank] = ex.report().traffic
 
     _run_ranks(hub, work)
     kind = topology_of(entry.name)

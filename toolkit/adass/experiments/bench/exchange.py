@@ -137,7 +137,7 @@ def loopback_worker(
         wire = {}
         for codec, exchange in slow.items():
             _timed(_in_place(exchange), x)
-            wire[codec] = sum(r.wire_bytes for r in exchange.traffic())
+            wire[codec] = sum(r.wire_bytes for r in exchange.report().traffic)
         times: dict[str, list[tuple[float, float, float]]] = {codec: [] for codec in slow}
         for _ in range(throttled_repeats):
             for codec, exchange in slow.items():
