@@ -38,6 +38,8 @@ class SimulationResult:
         Canonical specs of what ran.
     link : Link or None
         The link model used for ``sim_seconds``.
+    topology : Topology
+        The exchange family's declaration, whose time model turns the traffic into seconds.
     """
 
     outputs: list[torch.Tensor]
@@ -46,7 +48,7 @@ class SimulationResult:
     exchange: str
     codec: str
     link: Link | None = None
-    kind: Topology = field(default_factory=Topology, repr=False)
+    topology: Topology = field(default_factory=Topology, repr=False)
 
     @property
     def wire_bytes(self) -> int:
@@ -66,14 +68,14 @@ class SimulationResult:
         bandwidth`` with ``B`` the bytes of its busiest port: for a ring hop the slowest transfer,
         for a PS stage a server's ingress (push) or egress (pull), which serialise P transfers.
         """
-        return self.kind.step_seconds(self.traffic, Link.parse(link))
+        return self.topology.step_seconds(self.traffic, Link.parse(link))
 
     def stages(self, link: str | Link | None = None) -> dict:
         """Modelled seconds per stage (under ``link``, or the one the step ran with)."""
         chosen = Link.parse(link) if link is not None else self.link
         if chosen is None:
             raise ValueError("no link model: pass one")
-        return stage_seconds(self.traffic, chosen, self.kind.stage)
+        return stage_seconds(self.traffic, chosen, self.topology.stage)
 
 
 def _run_ranks(hub: InProcHub, work: Callable[[int], None]) -> None:
@@ -185,7 +187,9 @@ def simulate(
         records[rank] = ex.report().traffic
 
     _run_ranks(hub, work)
-    kind = topology_of(entry.name)
+    topology = topology_of(entry.name)
     traffic = _in_step_order(traffic_frame([r for rank_records in records for r in rank_records]))
-    seconds = kind.step_seconds(traffic, model) if model is not None and not traffic.empty else 0.0
-    return SimulationResult(list(outputs), traffic, seconds, canonical, _codec_name(codec_spec), model, kind)
+    seconds = topology.step_seconds(traffic, model) if model is not None and not traffic.empty else 0.0
+    return SimulationResult(
+        list(outputs), traffic, seconds, canonical, _codec_name(codec_spec), model, topology
+    )

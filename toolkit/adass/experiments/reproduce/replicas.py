@@ -40,13 +40,13 @@ def modelled_steps(config: RunConfig, steps: pd.DataFrame, traffic: pd.DataFrame
     DataFrame
         Indexed by step: ``own_s`` and ``comm_s``.
     """
-    kind = topology_of(EXCHANGES.resolve(config.exchange.exchange)[0].name)
+    topology = topology_of(EXCHANGES.resolve(config.exchange.exchange)[0].name)
     model = Link.parse(link)
     last = int(steps["epoch"].max())
     steps = steps[steps["epoch"] == last]
     own = (steps["compute_s"] + steps["encode_s"] + steps["decode_s"]).groupby(steps["step"]).max()
     traffic = traffic[traffic["epoch"] == last]
-    comm = {step: kind.step_seconds(part, model) for step, part in traffic.groupby("step")}
+    comm = {step: topology.step_seconds(part, model) for step, part in traffic.groupby("step")}
     return pd.DataFrame({"own_s": own, "comm_s": pd.Series(comm, dtype=float).reindex(own.index).fillna(0.0)})
 
 
