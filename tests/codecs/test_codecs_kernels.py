@@ -8,7 +8,7 @@ import torch
 from codec_cases import raw_bytes, reference_and_fused
 
 from adass.codecs import ChunkKey, kernels, make_codec
-from adass.codecs.sampling import distinct_sample
+from adass.codecs.coordinates import distinct_sample
 from adass.memory import build_pair
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba does not import")

@@ -12,7 +12,7 @@ import torch
 from codec_cases import chunk
 
 from adass.codecs import ChunkKey, RandomK, generator_for, make_codec
-from adass.codecs.sampling import distinct_sample
+from adass.codecs.coordinates import distinct_sample
 
 
 def support(codec: RandomK, x: torch.Tensor, key: ChunkKey) -> torch.Tensor:

@@ -55,7 +55,7 @@ def test_a_failing_run_is_shown_in_the_page_and_logged(caplog):
     assert dashboard.alert.visible and "--data" in dashboard.alert.object
     assert "failed" in dashboard.status.object
     assert any(
-        r.name == "adass.dashboard.runner" and r.exc_info for r in caplog.records
+        r.name == "adass.dashboard.background" and r.exc_info for r in caplog.records
     )  # the traceback, for the log
 
 

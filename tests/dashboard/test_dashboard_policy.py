@@ -8,8 +8,8 @@ import pytest
 from adass.cli import main
 from adass.config import RunConfig
 from adass.dashboard import BackgroundRun, LiveFeed, RunError, app_options
+from adass.dashboard.background import new_run_id
 from adass.dashboard.policy import RunPolicy
-from adass.dashboard.runner import new_run_id
 from adass.registry import SpecError
 
 TINY = {"data": "synthetic:n=120,d=4,classes=3,test=30", "model": "mlp:hidden=8", "batch_size": 16}

@@ -14,7 +14,7 @@ from adass.config import RunConfig
 from adass.data import DataError
 from adass.failures import RunFailure
 from adass.runtime.cluster import read_checkpoint, train_distributed
-from adass.runtime.cluster.processes import dask_processes
+from adass.runtime.cluster.worker_processes import dask_processes
 
 TINY = ["--data", "synthetic:n=160,d=5,classes=3,test=40", "--model", "mlp:hidden=8", "--batch-size", "16",
         "--schedule", "constant", "--quiet"]  # fmt: skip

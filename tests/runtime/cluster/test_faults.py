@@ -71,7 +71,7 @@ def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluste
 
 
 def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_its_accuracy(tmp_path):
-    from adass.runtime.cluster.processes import dask_processes
+    from adass.runtime.cluster.worker_processes import dask_processes
 
     with dask_processes(tmp_path / "dask", workers=3) as lab:
         data = "synthetic:n=600,d=8,classes=3,noise=0.0,test=1000"  # 0.1 points a test sample

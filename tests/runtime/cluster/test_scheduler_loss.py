@@ -10,7 +10,7 @@ import pytest
 from adass.config import RunConfig
 from adass.failures import LostRank, RunFailure
 from adass.runtime.cluster import connect, train_distributed
-from adass.runtime.cluster.processes import dask_processes
+from adass.runtime.cluster.worker_processes import dask_processes
 
 
 @pytest.mark.parametrize("noticed", [False, True], ids=["during-an-epoch", "between-epochs"])

@@ -22,8 +22,8 @@ import torch
 
 from ..registry import Param
 from .base import ChunkKey, KeyedValues, Payload, as_chunk, generator_for
+from .coordinates import IndexCache, block_sample, distinct_sample
 from .kernels import FUSED
-from .sampling import IndexCache, block_sample, distinct_sample
 from .sparse import Sparsifier
 from .spec import CODECS, canonical
 from .traits import Traits

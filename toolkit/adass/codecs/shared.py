@@ -39,10 +39,10 @@ import torch
 
 from ..registry import Param
 from .base import ChunkKey, generator_for
+from .coordinates import distinct_sample
 from .kernels import FUSED
 from .randk import PARAMS as RANDK_PARAMS
 from .randk import RandomK
-from .sampling import distinct_sample
 from .spec import CODECS, canonical
 
 __all__ = ["GROWTH", "ChunkState", "SharedK", "top_sorted"]

@@ -4,9 +4,11 @@ Views come from :mod:`adass.viz`; :data:`~adass.dashboard.views.VIEWS` says whic
 each reads and where it sits. ``adass dashboard`` and a checkout's ``dashboards/app.py`` serve the page.
 """
 
+from .background import BackgroundRun, new_run_id, run_colocated, run_world
 from .comparison import RunComparison
 from .controls import ConfigControls, widget_spec
 from .feed import LiveFeed, LiveSink, StopRun
+from .live_state import LiveState, Part
 from .messages import (
     DaskLink,
     DatasetLoaded,
@@ -21,10 +23,8 @@ from .messages import (
     TrafficRows,
 )
 from .page import Dashboard
-from .runner import BackgroundRun, new_run_id, run_colocated, run_world
 from .serve import app_options, build_app, serve_dashboard
 from .spec_editor import SpecEditor
-from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
 
 __all__ = [

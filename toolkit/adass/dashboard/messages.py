@@ -1,7 +1,7 @@
 """What a run tells its page: one small dataclass per kind of message, with the payload it carries.
 
 A run (its training thread, Dask's event thread) builds these and puts them in a
-:class:`~adass.dashboard.feed.LiveFeed`; :class:`~adass.dashboard.state.LiveState` takes them in by
+:class:`~adass.dashboard.feed.LiveFeed`; :class:`~adass.dashboard.live_state.LiveState` takes them in by
 type. The types are the only list of kinds, so the feed, the state and the page cannot drift apart.
 """
 

@@ -1,7 +1,7 @@
 """The live dashboard: option controls, Start/Stop, the live views and the Compare tab, in one page.
 
 A periodic callback in the page's own thread drains the run's :class:`~adass.dashboard.feed.LiveFeed`
-into :class:`~adass.dashboard.state.LiveState` and sends each changed source of
+into :class:`~adass.dashboard.live_state.LiveState` and sends each changed source of
 :mod:`adass.dashboard.views` to its ``hv.streams.Buffer`` or ``hv.streams.Pipe``; nothing touches the
 page from the training or Dask threads.
 """
@@ -21,12 +21,12 @@ import panel as pn
 
 from ..registry import SpecError
 from ..viz.curves import X_AXES
+from .background import BackgroundRun, run_colocated, run_world
 from .comparison import RunComparison
 from .controls import ConfigControls
 from .feed import LiveFeed
+from .live_state import LiveState, Part
 from .policy import RunPolicy
-from .runner import BackgroundRun, run_colocated, run_world
-from .state import LiveState, Part
 from .views import VIEWS, Refresh, Source, View
 
 __all__ = ["Dashboard"]

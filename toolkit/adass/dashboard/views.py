@@ -29,7 +29,7 @@ from ..viz import (
     traffic_heatmap,
     worker_timeline,
 )
-from .state import LiveState, Part
+from .live_state import LiveState, Part
 
 __all__ = [
     "EVALS",

@@ -5,7 +5,7 @@
 >>> shards = shard_indices(data.y_train, world=4, spec="dirichlet:alpha=0.3", seed=1)
 """
 
-from . import cifar, idx, mnist5k, svmlight, synthetic, table  # noqa: F401  (each registers its loader)
+from . import cifar, delimited, idx, mnist5k, svmlight, synthetic  # noqa: F401  (each registers its loader)
 from .base import DataError, DataNotFound, Dataset
 from .catalog import DATASETS, absolute_paths, load_dataset
 from .mnist5k import data_dir

@@ -5,8 +5,8 @@ capabilities a codec declares (``table.py``), ``exchange.py`` is the exchange th
 ``plain.py`` is a plain ring to read beside the fast one.
 """
 
+from .choice import REDUCERS, choose
 from .exchange import RingExchange
 from .reducer import Context, PieceReducer, Reducer, Weighting
-from .table import REDUCERS, choose
 
 __all__ = ["REDUCERS", "Context", "PieceReducer", "Reducer", "RingExchange", "Weighting", "choose"]

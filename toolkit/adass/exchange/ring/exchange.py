@@ -19,9 +19,9 @@ from ..chunking import ChunkLayout, Piece
 from ..counts import grid_count, require_positive
 from ..topology import Topology, declares
 from ..transport import Transfer, Transport
+from .choice import choose
 from .hops import Hops
 from .reducer import Context, Reducer, Weighting
-from .table import choose
 
 __all__ = ["RingExchange"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...runtime.cluster.processes import dask_processes
+from ...runtime.cluster.worker_processes import dask_processes
 from ...tables import markdown_table
 from . import write_report
 

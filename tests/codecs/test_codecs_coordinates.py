@@ -12,7 +12,7 @@ import pytest
 import torch
 from codec_cases import reference_and_fused
 
-from adass.codecs.sampling import IndexCache, block_sample, distinct_sample
+from adass.codecs.coordinates import IndexCache, block_sample, distinct_sample
 
 CASES = [(1, 0), (1, 1), (10, 1), (10, 5), (10, 6), (10, 10), (1000, 10), (1000, 499), (1000, 900)]
 

@@ -29,8 +29,8 @@ from .hops import Hops
 from .reducer import Reducer
 from .requantize import Requantize
 from .schedule import reduce_pieces
-from .shared import SharedScale
-from .sparse import SparseAdd
+from .shared_scale import SharedScale
+from .sparse_add import SparseAdd
 
 __all__ = ["REDUCERS", "Row", "Schedule", "choose"]
 
