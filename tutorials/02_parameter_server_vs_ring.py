@@ -40,6 +40,7 @@ from adass.runtime.cluster import connect, train_distributed
 from adass.config import RunConfig
 from adass.exchange import EXCHANGES, InProcHub, Link, simulate
 from adass.exchange.ring.plain import PlainRing
+from adass.exchange.topology import topology_of
 from adass.metrics import StepRecord, TrafficRecord
 from adass.models import build_model
 
@@ -164,7 +165,7 @@ ring.traffic.head()
 def extra_ranks(exchange: str) -> int:
     """Ranks an exchange needs besides the workers (the PS server shards)."""
     entry, values = EXCHANGES.resolve(exchange)
-    return entry.factory.extra_ranks(**values)
+    return topology_of(entry.name).extra_ranks(**values)
 
 
 rows = []
@@ -247,7 +248,7 @@ for workers in MEASURED_WORKERS:
                                      codec="fp32", link=MEASURE_LINK)  # fmt: skip
         result = train_distributed(config, handle=handle)
         steps, traffic = result.sink.frame(StepRecord), result.sink.frame(TrafficRecord)
-        kind = EXCHANGES.resolve(exchange)[0].factory  # the exchange class: its own time model
+        kind = topology_of(EXCHANGES.resolve(exchange)[0].name)  # the exchange family's time model
         modelled = pd.Series({step: kind.step_seconds(t, Link.parse(MEASURE_LINK)) for step, t in traffic.groupby("step")})
         exchange_s = steps.encode_s + steps.comm_s + steps.decode_s
         slowest = exchange_s.groupby(steps.step).max()  # a step ends when its slowest worker is done

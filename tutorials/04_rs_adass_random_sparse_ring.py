@@ -38,9 +38,10 @@ import pandas as pd
 import torch
 
 from adass.runtime.cluster import connect, train_distributed
-from adass.codecs import ChunkKey, Memory, make_codec, warmup_ratio
+from adass.codecs import ChunkKey, make_codec, warmup_ratio
 from adass.config import RunConfig
 from adass.exchange import simulate
+from adass.memory import ErrorFeedback, Paired, build_pair
 from adass.metrics import EvalRecord
 from adass.registry import SpecError
 
@@ -174,10 +175,15 @@ specs = {"randk 5%, unbiased": "randk:ratio=0.05", "randk 5%, unscaled": "randk:
          "ef(topk 5%)": "ef(topk:ratio=0.05)"}  # fmt: skip
 trace = []
 for label, spec in specs.items():
-    codec = make_codec(spec)  # ef(...) keeps its residual memory inside the codec object
+    codec, memory = build_pair(spec)  # ef(...) names a memory beside the codec: the residual lives there
     sent = torch.zeros_like(x)
     for t in range(1, EF_STEPS + 1):
-        sent += codec.decode(codec.encode(x, ChunkKey(0, t, 0)))
+        key = ChunkKey(0, t, 0)
+        shown = x if memory is None else memory.compensate(x, key)  # what is owed is sent on top
+        decoded = codec.decode(codec.encode(shown, key))
+        if memory is not None:
+            memory.update(shown, decoded, key)  # what was left out waits for the next step
+        sent += decoded
         trace.append({"codec": label, "step": t, "rel_error": float((sent / t - x).norm() / x.norm())})
 trace = pd.DataFrame(trace)
 hv.NdOverlay({label: hv.Curve(part, "step", ("rel_error", "error of the mean of what was sent"))
@@ -199,7 +205,7 @@ hv.NdOverlay({label: hv.Curve(part, "step", ("rel_error", "error of the mean of 
 CHECKPOINTS = (5, 10, 20, 40, 80, 160)
 growth = {}
 for spec in ("randk:ratio=0.05,scale=false", "randk:ratio=0.05"):
-    codec, memory = make_codec(spec), Memory()  # error feedback by hand: ef(...) refuses the scaled one
+    codec, memory = make_codec(spec), ErrorFeedback()  # by hand: --memory ef refuses the scaled one
     for t in range(1, max(CHECKPOINTS) + 1):
         key = ChunkKey(0, t, 0)
         compensated = memory.compensate(x, key)
@@ -225,12 +231,12 @@ print(f"predicted level for unscaled random-k at rho = {rho}: {limit:.1f}")
 # Over the first 40 steps the unscaled residual is still climbing (it roughly doubles when the
 # step count doubles from 5 to 10 and keeps rising to 40); only past a few times $1/\rho$ steps does
 # it settle near the predicted level, within a few percent over the last doubling. The scaled
-# variant explodes (its norm overflows float32 within a few hundred steps), so `ef(...)` refuses a
-# codec that is not contractive before anything runs:
+# variant explodes (its norm overflows float32 within a few hundred steps), so `--memory ef` refuses
+# a codec that is not contractive before anything runs:
 
 # %%
 try:
-    make_codec("ef(randk:ratio=0.05)")
+    Paired.of("randk:ratio=0.05", "ef")
 except SpecError as err:
     print("SpecError:", err)
 
@@ -253,8 +259,8 @@ lr, steps, n = 0.05, 30, 16
 a, b = torch.rand(n, generator=gen) + 0.5, torch.randn(n, generator=gen)  # a quadratic bowl
 w_torch = torch.zeros(n, requires_grad=True)
 opt = torch.optim.SGD([w_torch], lr=lr, momentum=0.9)
-mc = make_codec("mc(randk:ratio=1.0,scale=false)")
-mc.memory.momentum = 0.9  # an exchange sets it from the run's --momentum
+mc = Paired.of("randk:ratio=1.0,scale=false", "mc")  # the codec and its memory, as one worker drives them
+mc.memory.take_momentum(0.9)  # an exchange hands it the run's --momentum
 w_mc = torch.zeros(n)
 for t in range(steps):
     w_mc -= lr * mc.decode(mc.encode(a * w_mc - b, ChunkKey(0, t, 0)))
@@ -275,8 +281,8 @@ print("mc(randk, ratio 1) equals torch's SGD with momentum:", torch.allclose(w_m
 
 # %%
 def applied_mass(wrapper: str, every: int = 20, steps: int = 400) -> float:
-    codec = make_codec(f"{wrapper}(randk:ratio=1.0,scale=false)")
-    codec.memory.momentum = 0.9
+    codec = Paired.of("randk:ratio=1.0,scale=false", wrapper)
+    codec.memory.take_momentum(0.9)
     total = 0.0
     for t in range(steps):
         g = torch.tensor([1.0 if t == 0 else 0.0, 0.0])  # one gradient, at step 0
@@ -333,7 +339,7 @@ print("same coordinates on both workers:", torch.equal(a.indices(5_000, ChunkKey
 # %%
 waiting = {}
 for spec in ("ef(randk:ratio=0.05,scale=false)", "ef(sharedk:ratio=0.05)", "ef(sharedk:ratio=0.05,growth=linear)"):
-    codec = make_codec(spec)
+    codec = Paired.of(spec)
     norms = []
     for t, g in enumerate(stream):
         key = ChunkKey(0, t, 0)

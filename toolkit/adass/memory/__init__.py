@@ -13,6 +13,7 @@ from .dmc import DelayAwareMomentumCorrection
 from .ef import ErrorFeedback
 from .mc import MomentumCorrection
 from .own import compensate, encode_own
+from .paired import Paired
 from .spec import build_pair, make_memory, split_memory
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "DelayAwareMomentumCorrection",
     "ErrorFeedback",
     "Memory",
+    "Paired",
     "MomentumCorrection",
     "build_pair",
     "compensate",
