@@ -139,6 +139,7 @@ class Dashboard:
         servers = config.servers if world else 0  # the ranks that are not replicas
         held = run_colocated(config)
         self.clear(world, servers, config.optim.epochs, held)
+        self.link.visible = config.backend == "dask"  # replicas on threads have no Dask dashboard
         self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
         self.run = BackgroundRun(config, self.feed, save_dir=save, policy=self.policy)
