@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 from ..config import RunConfig
 from ..data import Dataset
 from ..engine import (
@@ -63,9 +61,6 @@ class LocalBackend:
 
     def load(self, folder: Path) -> None:
         self.engine.load_state_dict(read_state(folder / "rank0.pt"))
-
-    def parameters(self) -> list[list[torch.Tensor]]:
-        return [[p.detach().clone() for p in self.engine.state.model.parameters()]]
 
     def states(self) -> list[ReplicaState]:
         return [self.engine.state]

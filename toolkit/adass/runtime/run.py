@@ -112,7 +112,7 @@ def run(
     t = driven.totals
     states = backend.states()
     return RunResult(model=states[0].model, sink=sink, counters=_counters(t), config=config, dataset=ds,
-                     final=driven.final, extra={"parameters": backend.parameters(), "totals": t},
+                     final=driven.final, extra={"parameters": _parameters(states), "totals": t},
                      stopped=driven.stopped, states=states)  # fmt: skip
 
 
@@ -126,6 +126,11 @@ def train(config: RunConfig, sink: Sink | None = None, progress: Callable[[EvalR
     return run(
         config, sink, progress, stop, run_id=run_id, dataset=dataset, selection_records=selection_records
     )
+
+
+def _parameters(states: list) -> list[list]:
+    """Every replica's final parameters, in rank order (copies: the models may train on)."""
+    return [[p.detach().clone() for p in state.model.parameters()] for state in states]
 
 
 def _counters(totals: dict[str, float]) -> Counters:

@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ..config import RunConfig
 from ..data import Dataset
 from ..engine import (
@@ -142,10 +140,6 @@ class ThreadsBackend:
                 server.load_state_dict(read_state(path))
             elif server.pulls_parameters:
                 raise FileNotFoundError(f"{path}: the checkpoint holds no state of server {shard}")
-
-    def parameters(self) -> list[list[torch.Tensor]]:
-        """Every replica's final parameters, in rank order."""
-        return [[p.detach().clone() for p in e.state.model.parameters()] for e in self.engines]
 
     def states(self) -> list[ReplicaState]:
         return [e.state for e in self.engines]
