@@ -143,6 +143,10 @@ class ClusterSection(param.Parameterized):
         bounds=(1.0, 3_600.0),
         doc="seconds without a heartbeat after which a worker counts as lost (embedded cluster)",
     )
+    dask_dashboard = param.Boolean(
+        False,
+        doc="embedded cluster: serve Dask's own dashboard (logs, call stacks; plain HTTP, no login) on 127.0.0.1; off: none",
+    )
     tls_ca = param.String(
         "", doc="external scheduler: CA certificate file (PEM) the cluster's certificates are signed with"
     )
@@ -350,6 +354,10 @@ class RunConfig:
         if rank is not None and self.backend != "local" and rank >= self.world:
             raise SpecError(f"--straggler: rank {rank} is not a replica of {count} {self.world}; "
                             f"expected 0..{self.world - 1}")  # fmt: skip
+        if c.dask_dashboard and (self.backend != "dask" or c.scheduler):
+            why = ("an external cluster serves its own" if c.scheduler
+                   else "it is the embedded Dask cluster's; needs --workers 1 or more")  # fmt: skip
+            raise SpecError(f"--dask-dashboard: not for this run ({why})")
         if not c.scheduler:
             for option in ("tls_ca", "tls_cert", "tls_key"):
                 if getattr(c, option):

@@ -16,7 +16,7 @@ from adass.runtime.cluster.binding import (
     choose_binding,
     interface_holding,
 )
-from adass.runtime.cluster.bootstrap import destroy_group, free_port, init_group
+from adass.runtime.cluster.bootstrap import destroy_group, init_group
 
 LOOPBACK = next(
     name for name, addrs in psutil.net_if_addrs().items() if any(a.address == "127.0.0.1" for a in addrs)
@@ -52,7 +52,7 @@ def test_the_binding_reaches_gloo_and_is_undone_without_one(monkeypatch) -> None
 def test_a_group_of_one_binds_the_workers_interface(monkeypatch) -> None:
     monkeypatch.delenv(GLOO_IFNAME_ENV, raising=False)
     try:
-        init_group("127.0.0.1", free_port(), 0, 1, 30.0, host="127.0.0.1")
+        init_group(dist.HashStore(), 0, 1, 30.0, host="127.0.0.1")
         assert os.environ[GLOO_IFNAME_ENV] == LOOPBACK
         t = torch.ones(3)
         dist.all_reduce(t)

@@ -118,3 +118,33 @@ def test_compare_joins_a_tls_cluster_with_the_credentials_it_is_given(tmp_path):
                      "--tls-ca", str(files["ca"]), "--tls-cert", str(files["cert"]), "--tls-key", str(files["key"]),
                      "--quiet", "--out", str(out)])  # fmt: skip
     assert code == 0 and any(out.iterdir())
+
+
+def _pages_served(handle) -> dict[str, int]:
+    """Status of Dask's HTTP pages on the scheduler's and each worker's HTTP port (200: served)."""
+    import urllib.error
+    import urllib.request
+
+    ports = [handle.cluster.scheduler.http_server.port,
+             *handle.client.run(lambda dask_worker: dask_worker.http_server.port).values()]  # fmt: skip
+    found = {}
+    for port in ports:
+        for path in ("/status", "/info/main/workers.html", "/json/identity.json", "/metrics", "/health"):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+                    found[f"{port}{path}"] = answer.status
+            except urllib.error.HTTPError as err:
+                found[f"{port}{path}"] = err.code
+    return found
+
+
+def test_the_embedded_cluster_serves_no_dask_pages_unless_asked():
+    with connect(n_workers=1) as handle:
+        served = _pages_served(handle)
+        assert handle.dashboard_link == ""
+    assert served and set(served.values()) == {404}, served
+    with connect(n_workers=1, dashboard=True) as handle:
+        served = _pages_served(handle)
+        link = handle.dashboard_link
+    assert link.startswith("http://127.0.0.1:") and link.endswith("/status")  # asked for: on loopback
+    assert served[f"{link.split(':')[2].split('/')[0]}/status"] == 200

@@ -41,8 +41,9 @@ def _bar(desc: str, total: int, quiet: bool) -> tuple[tqdm, Callable[[EvalRecord
 
 
 def _print_dashboard_link(handle) -> None:
-    """The Dask dashboard's address, on a line of its own above any progress bar."""
-    tqdm.write(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
+    """The Dask dashboard's address, on a line of its own above any progress bar (where one is served)."""
+    if handle.dashboard_link:
+        tqdm.write(f"Dask dashboard: {handle.dashboard_link}", file=sys.stderr)
 
 
 def _load_data(config: RunConfig):

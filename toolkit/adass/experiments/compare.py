@@ -131,8 +131,7 @@ def controls(
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
     run(config.replace(epochs=1, sampler="full", workers=0, replicas=0, codec="fp32", link="", straggler="",
-                       scheduler="", tls_ca="",
-                       tls_cert="", tls_key=""),
+                       scheduler="", tls_ca="", tls_cert="", tls_key="", dask_dashboard=False),
         dataset=dataset, selection_records=False)  # fmt: skip
 
 

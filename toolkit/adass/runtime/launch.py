@@ -1,5 +1,8 @@
 """Start a gloo process group of local processes (spawned, loopback), run one function on every
 rank, and collect the results; no process outlives the call.
+
+The ranks meet through a FileStore in a folder only this user can enter, not a TCP port any local
+process could reach.
 """
 
 from __future__ import annotations
@@ -8,10 +11,12 @@ import multiprocessing as mp
 import os
 import queue
 import socket
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,17 +44,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _entry(fn: Callable, rank: int, world: int, port: int, timeout_s: float, threads: int,
+def _entry(fn: Callable, rank: int, world: int, store_file: str, timeout_s: float, threads: int,
            args: tuple, results: Any) -> None:  # fmt: skip
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
     keep_freed_memory()
     try:
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-            timeout=timedelta(seconds=timeout_s),
-        )  # fmt: skip
+        timeout = timedelta(seconds=timeout_s)
+        store = dist.FileStore(store_file, world)
+        store.set_timeout(timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
         results.put((rank, True, _plain(fn(rank, world, *args))))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         results.put((rank, False, traceback.format_exc()))
@@ -91,8 +96,9 @@ def run_processes(
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, r, world, port, timeout_s, threads, args, results),
+    folder = tempfile.TemporaryDirectory(prefix="adass-group-")  # mode 0700: this user's alone
+    store_file = str(Path(folder.name) / "store")
+    procs = [ctx.Process(target=_entry, args=(fn, r, world, store_file, timeout_s, threads, args, results),
                          daemon=True, name=f"adass-gloo-{r}") for r in range(world)]  # fmt: skip
     out: dict[int, Any] = {}
     deadline = time.monotonic() + timeout_s
@@ -116,6 +122,7 @@ def run_processes(
     finally:
         _stop(procs)
         results.close()
+        folder.cleanup()
     return [out[r] for r in range(world)]
 
 

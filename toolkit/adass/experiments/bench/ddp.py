@@ -14,6 +14,7 @@ feedback and warm start, compressing from the second step on).
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +35,8 @@ from ...data import load_dataset
 from ...engine import Engine, ReplicaState, TorchAgreement, set_lr
 from ...registry import SpecError
 from ...runtime.cluster import ClusterHandle
-from ...runtime.cluster.bootstrap import destroy_group, free_port, init_group
+from ...runtime.cluster.bootstrap import destroy_group, init_group, tcp_store
+from ...runtime.cluster.rendezvous import DaskStore, KeyValue
 
 CLIENT_GRACE_S = 30.0
 
@@ -128,8 +130,8 @@ def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> flo
     return float(loss.detach())
 
 
-def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: str, port: int,
-             timeout_s: float, hook: str = "fp32", host: str | None = None) -> dict[str, Any]:  # fmt: skip
+def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvous: Any, timeout_s: float,
+             hook: str = "fp32", host: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Train one DDP rank for ``config``'s epochs; runs on a Dask worker, one task per rank.
 
     Parameters
@@ -138,8 +140,9 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
         ``RunConfig.to_dict()`` of the run (sampler ``full`` for a like-for-like baseline).
     rank, world : int
         This rank and the number of ranks (``config``'s workers).
-    master, port : str, int
-        Rendezvous address of the process group (rank 0's host and a free port there).
+    rendezvous : Actor or (str, int)
+        The run's :class:`~adass.runtime.cluster.rendezvous.KeyValue` actor (on Dask), or rank 0's
+        host and a free port there for a TCPStore (the lab's torchrun-style ranks).
     timeout_s : float
         How long a rank waits for the others.
     hook : str
@@ -159,7 +162,12 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, master: s
     o = run.optim
     if host is None:  # bind where this Dask worker lives
         host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
-    init_group(master, port, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if isinstance(rendezvous, tuple):
+        store = tcp_store(*rendezvous, rank, world, timeout)
+    else:
+        store = DaskStore(rendezvous, timeout)
+    init_group(store, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
     try:
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
         engine = Engine(state, TorchAgreement())
@@ -218,16 +226,15 @@ def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> D
         raise SpecError(f"--workers: DDP with {world} ranks needs {max(1, world)} Dask workers; "
                         f"the cluster has {len(addresses)}")  # fmt: skip
     client, timeout_s = handle.client, config.cluster.timeout_s
-    master = addresses[0].split("://")[-1].rsplit(":", 1)[0]
-    port = client.submit(free_port, master, workers=[addresses[0]], pure=False).result(timeout=timeout_s)
+    rendezvous = client.submit(KeyValue, workers=[addresses[0]], allow_other_workers=False, actor=True,
+                               pure=False).result(timeout=timeout_s)  # fmt: skip
     futures = [
         client.submit(
             ddp_rank,
             config.to_dict(),
             rank,
             world,
-            master,
-            port,
+            rendezvous,
             timeout_s,
             hook,
             workers=[address],

@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
     report = ddp_rank(
-        config, args.rank, args.world, args.master, args.port, args.timeout_s, args.hook, args.host
+        config, args.rank, args.world, (args.master, args.port), args.timeout_s, args.hook, args.host
     )
     report.setdefault("test_acc", float("nan"))
     report.setdefault("test_loss", float("nan"))

@@ -7,6 +7,7 @@ worker's event loop (heartbeats, events) never stalls. One actor lives on each D
 from __future__ import annotations
 
 import asyncio
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,9 @@ from ...engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_sha
 from ...exchange import GlooTransport, as_server, make_exchange
 from ...exchange.transport import is_loopback, segment_bytes_for
 from ...registry import SpecError
-from .bootstrap import destroy_group, free_port, init_group
+from .bootstrap import destroy_group, init_group
 from .events import EventRelay, topic_for
+from .rendezvous import DaskStore, prove_peers
 
 __all__ = ["Replica", "Server"]
 
@@ -70,21 +72,14 @@ class _Member:
     def host(self) -> str:
         return self.worker.address.split("://")[-1].rsplit(":", 1)[0]
 
-    async def free_port(self) -> int:
-        return free_port(self.host())
-
-    def _join(self, master: str, port: int, timeout_s: float) -> None:
-        init_group(
-            master,
-            port,
-            self.rank,
-            self.world,
-            timeout_s,
-            host=self.host(),
-            bind=self.config.cluster.bind or None,
-        )
+    def _join(self, rendezvous: Any, secret: bytes, timeout_s: float) -> None:
+        """Join the run's process group through its rendezvous actor; every pair proves ``secret``."""
+        store = DaskStore(rendezvous, datetime.timedelta(seconds=timeout_s))
+        init_group(store, self.rank, self.world, timeout_s, host=self.host(), bind=self.config.cluster.bind or None,
+                   secret=secret)  # fmt: skip
         # every rank takes part in creating the replicas' group, members or not
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
+        prove_peers(secret, self.rank, self.world, self.replica_group, what="the replicas' group")
         link = self.config.exchange.link or None
         # pipeline pieces between hosts, whole chunks when every peer is on this machine
         host = self.host()
@@ -102,11 +97,11 @@ class _Member:
 class Replica(_Member):
     """One model replica on one Dask worker; the client drives it one epoch at a time."""
 
-    async def setup(self, master: str, port: int, timeout_s: float) -> int:
+    async def setup(self, rendezvous: Any, secret: bytes, timeout_s: float) -> int:
         """Join the group, load the data, build model/sampler/exchange; return the shard size."""
 
         def work() -> int:
-            self._join(master, port, timeout_s)
+            self._join(rendezvous, secret, timeout_s)
             dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
             state = ReplicaState.shard(self.config, dataset, self.rank, self.replicas)
             own_shard(self.exchange, self.config, dataset.shape, dataset.classes)  # a colocated PS shard
@@ -159,9 +154,9 @@ class Server(_Member):
     """One Parameter Server shard on its own Dask worker (rank >= replicas); under ``ps:update=server``
     it owns its slice of the parameters and of the optimizer state, which checkpoints hold."""
 
-    async def setup(self, master: str, port: int, timeout_s: float) -> int:
+    async def setup(self, rendezvous: Any, secret: bytes, timeout_s: float) -> int:
         def work() -> None:
-            self._join(master, port, timeout_s)
+            self._join(rendezvous, secret, timeout_s)
             self.shard = self.rank - self.replicas
             if self.exchange.pulls_parameters:  # the initial model comes from the run seed, as on replicas
                 dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)

@@ -1,4 +1,4 @@
-"""The torch.distributed process group across replicas: free port, init with a timeout, teardown.
+"""The torch.distributed process group across replicas: init over the run's rendezvous with a timeout, teardown.
 
 Each rank binds the interface that holds its own Dask worker's address (``binding.py``), and a rank
 that cannot connect raises :class:`GroupConnectError`, one line naming it, its peers and their
@@ -16,8 +16,9 @@ import torch
 import torch.distributed as dist
 
 from .binding import apply_binding, choose_binding
+from .rendezvous import PeerProofError, prove_peers
 
-__all__ = ["GroupConnectError", "backend", "destroy_group", "free_port", "init_group", "rendezvous_store"]
+__all__ = ["GroupConnectError", "backend", "destroy_group", "init_group", "tcp_store"]
 
 _ADDRESS_KEY = "adass/address/{rank}"  # each rank's advertised address, read back to explain a failure
 _SOURCE = re.compile(r"\[/[^\]]*\]\s*")  # gloo's "[/path/file.cc:152]" source locations
@@ -27,20 +28,13 @@ class GroupConnectError(RuntimeError):
     """A rank could not join the process group; the message is one line (ranks, addresses, reason)."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def backend() -> str:
     """``nccl`` where CUDA is present, else ``gloo``."""
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
-               host: str | None = None, bind: str | None = None) -> None:  # fmt: skip
+def init_group(store: dist.Store, rank: int, world: int, timeout_s: float, host: str | None = None,
+               bind: str | None = None, secret: bytes | None = None) -> None:  # fmt: skip
     """Join the default process group (blocking until every rank has joined or the timeout passes).
 
     The exchanges send point-to-point messages over gloo; with CUDA present the group is created
@@ -48,8 +42,9 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
 
     Parameters
     ----------
-    master, port : str, int
-        Rank 0's address and the free port of the rendezvous store it hosts.
+    store : torch.distributed.Store
+        The run's rendezvous: a :class:`~adass.runtime.cluster.rendezvous.DaskStore` on a cluster, so
+        no port is opened for it (any store works, e.g. a FileStore in a private folder).
     rank, world : int
         This rank and the number of ranks.
     timeout_s : float
@@ -58,11 +53,13 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
         This rank's own Dask worker address; gloo binds the interface that holds it.
     bind : str, optional
         Override: an interface name or an address of this machine to bind instead.
+    secret : bytes, optional
+        The run's secret: once connected, every pair proves it (:func:`prove_peers`).
 
     Raises
     ------
     GroupConnectError
-        The rendezvous or the connections to the peers failed (one line).
+        The rendezvous or the connections to the peers failed, or a pair did not prove the secret (one line).
     SpecError
         ``bind`` names nothing on this machine (one line).
     """
@@ -71,20 +68,21 @@ def init_group(master: str, port: int, rank: int, world: int, timeout_s: float,
     binding = choose_binding(host, bind)
     apply_binding(binding)
     timeout = datetime.timedelta(seconds=timeout_s)
+    store.set_timeout(timeout)
+    own = str(binding) if binding else "an address chosen by gloo"
     try:
-        store = rendezvous_store(master, port, rank, world, timeout)
+        store.set(_ADDRESS_KEY.format(rank=rank), own)
     except RuntimeError as err:
-        raise GroupConnectError(
-            f"rank {rank} of {world} could not reach the rendezvous at {master}:{port} within {timeout_s:g} s: "
-            f"{_reason(err)}"
-        ) from None
-    store.set(_ADDRESS_KEY.format(rank=rank), str(binding) if binding else "an address chosen by gloo")
+        raise GroupConnectError(f"rank {rank} of {world} could not reach the rendezvous: {_reason(err)}") from None
     peers = _peer_addresses(store, rank, world)  # read now: after a failure the store may be gone
     name = "cpu:gloo,cuda:nccl" if backend() == "nccl" else "gloo"
     try:
         dist.init_process_group(name, store=store, rank=rank, world_size=world, timeout=timeout)
+        if secret is not None:
+            prove_peers(secret, rank, world)
+    except PeerProofError as err:
+        raise GroupConnectError(str(err)) from None
     except RuntimeError as err:
-        own = str(binding) if binding else "an address chosen by gloo"
         raise GroupConnectError(
             f"rank {rank} of {world} (at {own}) could not connect its process group within {timeout_s:g} s "
             f"to {'; '.join(f'rank {r} at {where}' for r, where in peers.items()) or 'no peers'}: {_reason(err)}"
@@ -109,13 +107,12 @@ def _reason(err: Exception) -> str:
     return " ".join(_SOURCE.sub("", lines[0]).split())
 
 
-def rendezvous_store(
-    master: str, port: int, rank: int, world: int, timeout: datetime.timedelta
-) -> dist.TCPStore:
-    """The ranks' rendezvous store; rank 0 serves it on ``master`` alone, not on every interface.
+def tcp_store(master: str, port: int, rank: int, world: int, timeout: datetime.timedelta) -> dist.TCPStore:
+    """torch's own rendezvous, a TCPStore rank 0 serves on ``master`` alone (not every interface).
 
-    torch's TCPStore binds all interfaces; handing it a socket already bound to ``master`` keeps the
-    store off the addresses the ranks do not use.
+    It accepts anyone who reaches the port; the toolkit's runs rendezvous over Dask instead
+    (:class:`~adass.runtime.cluster.rendezvous.DaskStore`). It serves the DDP baseline in the network
+    lab, started as ``torchrun`` starts ranks, inside namespaces of the lab's own.
     """
     if rank != 0:
         return dist.TCPStore(master, port, world, False, timeout=timeout)

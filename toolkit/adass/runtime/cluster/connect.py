@@ -31,10 +31,14 @@ class ClusterHandle:
 
     client: Client
     cluster: LocalCluster | None = None
+    serves_dashboard: bool = True  # an embedded cluster serves Dask's dashboard only when asked to
     _seen: list[str] = field(default_factory=list, repr=False)  # the workers of the last answer
 
     @property
     def dashboard_link(self) -> str:
+        """Dask's dashboard of this cluster, or '' where it serves none (an embedded cluster by default)."""
+        if not self.serves_dashboard:
+            return ""
         return str(self.client.dashboard_link)
 
     @property
@@ -78,7 +82,7 @@ class ClusterHandle:
 
 def connect(
     address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0,
-    security: Security | None = None,
+    security: Security | None = None, dashboard: bool = False,
 ) -> ClusterHandle:  # fmt: skip
     """A Dask client with at least ``n_workers`` workers.
 
@@ -97,6 +101,9 @@ def connect(
         worker is dropped at once, when its connections close); its nanny starts a replacement.
     security : Security, optional
         The client's credentials for ``address`` (see :func:`adass.runtime.cluster.credentials.user_security`).
+    dashboard : bool
+        Embedded cluster: serve Dask's own dashboard on a free port of 127.0.0.1. It is plain HTTP
+        without a login (logs, worker addresses, call stacks), so it is off unless asked for.
 
     Raises
     ------
@@ -121,11 +128,14 @@ def connect(
     # GIL back after its wait, so on a small machine the profiler alone stretched the step by
     # a quarter. The embedded cluster runs without it (the dashboard's Profile page stays empty).
     ttl = {"distributed.scheduler.worker-ttl": f"{detect_s:g}s"}
+    # Dask's HTTP pages (dashboard, /info, /json, metrics) are plain HTTP without a login: without
+    # ``dashboard`` none is served, and what still listens answers every path with 404
+    pages = {} if dashboard else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     embedded_security = temporary_security()
-    with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **dask_config()}):
+    with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **pages, **dask_config()}):
         cluster = LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.CRITICAL,
+            dashboard_address="127.0.0.1:0" if dashboard else None, memory_limit=0, silence_logs=logging.CRITICAL,
             security=embedded_security,
         )  # fmt: skip
     try:
@@ -133,7 +143,7 @@ def connect(
     except BaseException:
         cluster.close()
         raise
-    return ClusterHandle(client, cluster)
+    return ClusterHandle(client, cluster, serves_dashboard=dashboard)
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -155,4 +165,5 @@ def connect_for(config: Any, n_workers: int) -> ClusterHandle:
     ``--detect-s`` and its ``--tls-*`` credentials; every command connects through this."""
     c = config.cluster
     security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
-    return connect(c.scheduler or None, n_workers=n_workers, detect_s=c.detect_s, security=security)
+    return connect(c.scheduler or None, n_workers=n_workers, detect_s=c.detect_s, security=security,
+                   dashboard=c.dask_dashboard)  # fmt: skip

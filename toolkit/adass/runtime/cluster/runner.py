@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from ..replica_count import check_replica_count
 from .actors import Replica, Server
 from .connect import ClusterHandle, connect_for
 from .events import topic_for
+from .rendezvous import KeyValue
 from .waiting import call_all, wait_all
 
 __all__ = ["DaskBackend", "DistributedResult", "train_distributed"]
@@ -106,12 +108,15 @@ class DaskBackend:
             future = client.submit(kind, config, rank, world, self.replicas_n, self.run_id,
                                    workers=[address], allow_other_workers=False, actor=True, pure=False)  # fmt: skip
             self.futures.append(future)
-        members = self.wait(self.futures, "starting the actors")
+        # the rendezvous lives on rank 0's worker and is reached over Dask: no port opened for it
+        rendezvous = client.submit(KeyValue, workers=[self.addresses[0]], allow_other_workers=False, actor=True,
+                                   pure=False)  # fmt: skip
+        self.futures.append(rendezvous)
+        *members, store = wait_all(self.futures, self.addresses + self.addresses[:1], self.timeout_s,
+                                   "starting the actors", alive=self.alive)  # fmt: skip
         self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
-        first = self.actors[:1]
-        master = self.call(first, "host", what="finding the process group's master")[0]
-        port = self.call(first, "free_port", what="finding the process group's master")[0]
-        self.call(members, "setup", master, port, self.timeout_s, what="joining the process group")
+        secret = secrets.token_bytes(32)  # this run's; each pair proves it once connected
+        self.call(members, "setup", store, secret, self.timeout_s, what="joining the process group")
 
     # -- the driver's backend ---------------------------------------------------------------
     def plan(self, epoch: int, selection: bool) -> list[dict[str, list]]:
