@@ -41,11 +41,12 @@ def test_compare_closes_each_bar_before_the_next_run_starts(tmp_path):
     assert full and second and max(full) < min(second) and "2/2" in pieces[max(full)]
 
 
-def test_the_dask_link_is_printed_on_its_own_line_above_the_bar(tmp_path):
+def test_the_dask_link_is_printed_on_its_own_line_above_the_bar_when_asked_for(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "adass.cli", "train", *TINY, "--workers", "1", "--out", str(tmp_path / "run")],
+        [sys.executable, "-m", "adass.cli", "train", *TINY, "--workers", "1", "--dask-dashboard",
+         "--out", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     pieces = re.split(r"[\r\n]", result.stderr)
-    assert any(p.startswith("Dask dashboard: http") for p in pieces), result.stderr
+    assert any(p.startswith("Dask dashboard: http://127.0.0.1:") for p in pieces), result.stderr

@@ -3,29 +3,45 @@
 import param
 import pytest
 
-from adass.config import SECTIONS, options
+from adass.config import SECTIONS, allowed_text, options
 from adass.dashboard import ConfigControls
 from adass.registry import SpecError
 
 
 def test_every_option_has_a_widget_with_its_bounds_and_doc():
     controls = ConfigControls()
-    for name, section in SECTIONS.items():
-        pane = controls.panes[name]
+    for section in SECTIONS.values():
         for option, p in options(section).items():
-            # the option's own class, not one that contains its name (epochs in chance_epochs)
-            (widget,) = [w for w in pane.layout if f"adass-opt-{option}" in getattr(w, "css_classes", [])]
-            assert p.doc.split(" (")[0] in widget.description
+            widget = controls.widgets[option]
+            assert f"adass-opt-{option}" in widget.css_classes
+            told = widget.description if "description" in widget.param else widget.label  # a checkbox: its label
+            assert p.doc.split(" (")[0] in told
             if isinstance(p, (param.Integer, param.Number)):
-                assert (widget.start, widget.end) == p.bounds
+                assert allowed_text(p) in told  # the bounds are said, and checked by the page, not the box
             if isinstance(p, param.Selector):
                 assert list(widget.options) == list(p.objects)
     controls.set(epochs=3, sampler="adass:eps=0.2", workers=2)
+    assert controls.widgets["epochs"].value == 3  # the boxes follow the options
     config = controls.config()
     assert (config.optim.epochs, config.sampler.sampler, config.cluster.workers) == (3, "adass:eps=0.2", 2)
     controls.set(sampler="bogus")
     with pytest.raises(SpecError, match="--sampler"):
         controls.config()
+
+
+@pytest.mark.parametrize(("option", "typed"), [("epochs", -3), ("workers", 1000), ("batch_size", 0), ("lr", None)])
+def test_a_number_outside_its_bounds_is_named_beside_its_box_and_refused_at_start(option, typed):
+    controls = ConfigControls()
+    before = controls.values()[option]
+    controls.widgets[option].value = typed
+    assert controls.widgets[option].value == typed  # kept as typed, not snapped back
+    note = controls._notes[option]
+    assert note.visible and note.object.startswith(f"--{option.replace('_', '-')}:")
+    assert controls.values()[option] == before  # the option keeps its allowed value...
+    with pytest.raises(SpecError, match=f"--{option.replace('_', '-')}"):
+        controls.config()  # ...but Start refuses instead of running it
+    controls.widgets[option].value = before
+    assert not note.visible and controls.config()
 
 
 def test_spec_options_offer_the_registered_names_and_their_parameters():

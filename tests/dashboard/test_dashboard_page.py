@@ -5,11 +5,13 @@ import time
 import warnings
 
 import holoviews as hv
+import panel as pn
 import torch
 from bokeh.models import ColumnDataSource
 from synthetic_records import eval_records, ring_traffic, selection_frame, step_rows
 
 from adass.dashboard import (
+    RunBoard,
     VIEWS,
     Dashboard,
     DaskLink,
@@ -174,15 +176,17 @@ def image_data(n: int = 90) -> Dataset:
 def test_image_data_turns_the_samples_views_into_image_strips_run_after_run():
     dashboard = Dashboard()
     dashboard.panel().get_root()  # drawn, as in a served page
-    assert isinstance(dashboard.views["hardest"].last, hv.Bars)  # no data yet: bars
-    for _ in range(2):  # a second run starts from bars again, then draws images again
+    for _ in range(2):  # a second run starts from placeholders again, then draws images again
         dashboard.clear()
         dashboard.feed = LiveFeed()
-        dashboard.poll()
         dashboard.feed.put(DatasetLoaded(image_data()))
+        dashboard.poll()
+        (waiting,) = dashboard.cells["hardest"].objects  # the data set alone: nothing to draw yet
+        assert "adass-waiting" in waiting.css_classes and "choice of samples" in waiting.object
         dashboard.feed.put(SelectionFrame(selection_frame(n=90, epochs=2, ranks=1)))
         dashboard.poll()
         for which in ("hardest", "easiest"):
+            assert dashboard.cells[which].objects == [dashboard.panes[which]]
             strip = dashboard.views[which].last
             assert isinstance(strip, hv.RGB) and strip.data.shape[:2] == (6, 8 * 5 - 1), which
 
@@ -195,12 +199,14 @@ def test_a_new_view_is_one_row_of_the_table():
         views=(*VIEWS, View("steps_per_rank", STEPS, steps_per_rank, row=4, column=0)), heavy_ms=0
     )
     pane = dashboard.panes["steps_per_rank"]
-    assert any(p is pane for p in dashboard.panel().select(type(pane)))
+    page = dashboard.panel()
+    assert any(c is dashboard.cells["steps_per_rank"] for c in page.select(pn.Column))  # its place, waiting
     plot = hv.renderer("bokeh").get_plot(dashboard.views["steps_per_rank"])
     dashboard.feed = LiveFeed()
     dashboard.feed.put(StepRows(step_rows(ranks=2, steps=5)))
     dashboard.poll()
     assert list(plot.current_frame.dimension_values("steps")) == [5, 5]
+    assert any(p is pane for p in page.select(type(pane)))  # drawn in its place once steps arrived
 
 
 def test_a_colocated_run_is_drawn_as_a_star_before_its_first_traffic():
@@ -213,3 +219,25 @@ def test_a_colocated_run_is_drawn_as_a_star_before_its_first_traffic():
     dashboard.clear(world=3, servers=0, epochs=2)  # a ring of the same size
     dashboard.poll()
     assert plot.state.title.text.startswith("ring"), plot.state.title.text
+
+
+def test_a_run_outlives_its_page_and_a_page_that_opens_shows_and_stops_it():
+    board = RunBoard()
+    first = Dashboard(defaults={**TINY, "epochs": 10_000}, board=board)
+    first.start()
+    run = first.run
+    first.close()  # the page is gone (a reload, a closed tab): the run is not
+    time.sleep(0.5)
+    assert run.running
+    second = Dashboard(board=board)  # a page that opens now shows the run in progress from its start
+    assert second.run is run and second.start_button.disabled and not second.stop_button.disabled
+    deadline = time.monotonic() + 60
+    while len(second.streams["evals"].data) < 2 and time.monotonic() < deadline:
+        second.poll()
+        time.sleep(0.05)
+    assert list(second.streams["evals"].data["epoch"][:2]) == [0, 1]  # replayed from the first epoch on
+    assert second.runs_shown.value == run.run_id and "running" in next(iter(second.runs_shown.options))
+    second.stop()
+    poll_until_idle(second)
+    assert not run.running and "stopped" in second.status.object
+    assert "stopped" in next(iter(second.runs_shown.options))

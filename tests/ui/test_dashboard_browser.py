@@ -183,9 +183,18 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     _fill(page, "sampler", "bogus")
     page.locator(".adass-start button").click()
     page.locator(".adass-error").get_by_text("--sampler").wait_for(timeout=30_000)
+    # a number out of its bounds stays in its box, is named beside it, and Start refuses it
+    _fill(page, "epochs", "-3")
+    page.locator(".adass-invalid-epochs").get_by_text("--epochs: -3 is not allowed").wait_for(timeout=30_000)
+    assert page.locator(".adass-opt-epochs input").input_value() == "-3"
+    _fill(page, "sampler", TINY["sampler"])
+    page.locator(".adass-start button").click()
+    page.locator(".adass-error").get_by_text("--epochs").wait_for(timeout=30_000)
 
     for option, value in TINY.items():
         _fill(page, option, value)
+    assert not page.locator(".adass-invalid-epochs").is_visible()
+    page.locator(".adass-opt-dask_dashboard input").check()  # Dask's own dashboard is served only when asked
     page.locator(".adass-start button").click()
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731
     # accuracy gains a point per epoch; the heatmap starts with one blank cell
@@ -294,8 +303,8 @@ def _saved_epochs(runs: Path) -> list[int]:
     return list(pd.read_parquet(files[0])["epoch"]) if files else []
 
 
-@pytest.mark.parametrize("how", ["stop button", "page closed"])
-def test_a_run_of_fast_epochs_stops_when_asked_and_when_its_page_closes(browser, dashboard, how):
+@pytest.mark.parametrize("how", ["stop button", "page closed and opened again"])
+def test_a_run_of_fast_epochs_stops_when_asked_and_outlives_its_page(browser, dashboard, how):
     page = browser.new_page(viewport={"width": 1700, "height": 1300})
     page.goto(dashboard.url)
     page.locator(".adass-start button").wait_for(timeout=60_000)
@@ -306,14 +315,24 @@ def test_a_run_of_fast_epochs_stops_when_asked_and_when_its_page_closes(browser,
     page.locator(".adass-start button").click()
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731
     _wait_for(lambda: points("adass-test_acc") > 0, 120, "the first epochs", dashboard)
-    if how == "stop button":
-        page.locator(".adass-stop button").click()
-        _wait_for(lambda: page.locator(".adass-status").get_by_text("stopped").count(), 60, "the run to stop",
-                  dashboard)  # fmt: skip
-    else:
-        page.close()
+    if how != "stop button":
+        page.close()  # the run is the server's: it goes on without the page
+        time.sleep(8)  # past the closed session's end (5 s, checked every 2 s)
+        assert not _saved_epochs(dashboard.runs)  # nothing was stopped and saved
+        page = browser.new_page(viewport={"width": 1700, "height": 1300})
+        page.goto(dashboard.url)  # a page that opens shows the run in progress, from its first epoch
+        page.locator(".adass-stop button:not([disabled])").wait_for(timeout=60_000)
+        _wait_for(lambda: points("adass-test_acc") > 20, 60, "the replayed epochs", dashboard)
+        assert "running" in page.locator(".adass-runs select").inner_text()
+    page.locator(".adass-stop button").click()
+    _wait_for(lambda: page.locator(".adass-status").get_by_text("stopped").count(), 60, "the run to stop",
+              dashboard)  # fmt: skip
     epochs = _wait_for(lambda: _saved_epochs(dashboard.runs), 90, "the stopped run's records", dashboard)
     assert 0 < len(epochs) < 100_000 and epochs == list(range(len(epochs)))
     time.sleep(3)  # nothing is trained after the stop
     assert _saved_epochs(dashboard.runs) == epochs
+    # Compare marks the run as one that did not finish
+    page.get_by_text("Compare", exact=True).click()
+    page.locator(".adass-compare-runs").wait_for(timeout=30_000)
+    _wait_for(lambda: page.get_by_text("STOPPED after").count(), 30, "the stopped run's mark", dashboard)
     assert "Traceback" not in dashboard.log.read_text()

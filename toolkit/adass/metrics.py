@@ -20,6 +20,7 @@ from .provenance import provenance
 __all__ = [
     "EvalRecord",
     "MemorySink",
+    "OUTCOME_FILE",
     "ParquetSink",
     "RECORD_FILES",
     "SelectionRecord",
@@ -285,13 +286,20 @@ def _atomic_parquet(frame: pd.DataFrame, path: Path) -> None:
         raise
 
 
+#: How a run that did not simply finish ended (``{"outcome": "stopped", "epochs_done": 3, "epochs": 20}``),
+#: beside its records; a run folder without it is read as finished.
+OUTCOME_FILE = "outcome.json"
+
+
 def load_run(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """Read a run directory: ``{"config": dict, "eval": DataFrame, "steps": ..., ...}``.
+    """Read a run directory: ``{"config": dict, "eval": DataFrame, "steps": ..., "outcome": dict, ...}``.
 
     Runs written by older versions read with today's column names (see :data:`RENAMED`).
     """
     run_dir = Path(run_dir)
     out: dict[str, Any] = {"config": json.loads((run_dir / "config.json").read_text())}
+    outcome = run_dir / OUTCOME_FILE
+    out["outcome"] = json.loads(outcome.read_text()) if outcome.is_file() else {"outcome": "finished"}
     for kind, filename in RECORD_FILES.items():
         path = run_dir / filename
         key = filename.removesuffix(".parquet")

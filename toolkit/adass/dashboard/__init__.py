@@ -5,9 +5,10 @@ each reads and where it sits. ``adass dashboard`` and a checkout's ``dashboards/
 """
 
 from .background import BackgroundRun, new_run_id, run_colocated, run_world
+from .board import RunBoard
 from .comparison import RunComparison
-from .controls import ConfigControls, widget_spec
-from .feed import LiveFeed, LiveSink, StopRun
+from .controls import ConfigControls, option_widget
+from .feed import FeedReader, LiveFeed, LiveSink, StopRun
 from .live_state import LiveState, Part
 from .messages import (
     DaskLink,
@@ -37,12 +38,14 @@ __all__ = [
     "Done",
     "EpochTraffic",
     "EvalDone",
+    "FeedReader",
     "LiveFeed",
     "LiveSink",
     "LiveState",
     "Message",
     "Part",
     "Refresh",
+    "RunBoard",
     "RunComparison",
     "RunError",
     "SelectionFrame",
@@ -56,8 +59,8 @@ __all__ = [
     "app_options",
     "build_app",
     "new_run_id",
+    "option_widget",
     "run_colocated",
     "run_world",
     "serve_dashboard",
-    "widget_spec",
 ]

@@ -7,6 +7,7 @@ torn down by ``train_distributed``).
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 from ..config import RunConfig
 from ..data import DataError, load_dataset, standardization_record
 from ..engine import RunStore
-from ..metrics import MemorySink, ParquetSink
+from ..metrics import OUTCOME_FILE, EvalRecord, MemorySink, ParquetSink, atomic_write_text
 from ..registry import SpecError
 from ..runtime.model_memory import check_model_fits
 from .feed import LiveFeed, LiveSink, StopRun
@@ -72,6 +73,8 @@ class BackgroundRun:
         self.run_id = run_id or new_run_id(config)
         self.save_dir = None if save_dir is None else Path(save_dir) / self.run_id
         self.outcome = ""
+        self.epochs_done = 0
+        self.started_unix_s = time.time()
         self._thread = threading.Thread(target=self._main, name=f"adass-run-{self.run_id}", daemon=True)
 
     def start(self) -> BackgroundRun:
@@ -93,6 +96,24 @@ class BackgroundRun:
         """Whether the thread is still alive."""
         return self._thread.is_alive()
 
+    @property
+    def state(self) -> str:
+        """``running``, or how it ended: ``finished``, ``stopped`` or ``failed``."""
+        return "running" if self.running or not self.outcome else self.outcome.split(" ", 1)[0]
+
+    def label(self) -> str:
+        """One line for a list of runs: its id, what it trains and how it stands."""
+        c = self.config
+        where = {"dask": f"{c.cluster.workers} workers", "threads": f"{c.cluster.replicas} replicas"}.get(
+            c.backend, "this process"
+        )
+        done = f"{self.epochs_done}/{c.optim.epochs} epochs"
+        return f"{self.run_id} ({c.data.data}, {c.sampler.sampler}, {where}): {self.state}, {done}"
+
+    def _progress(self, record: EvalRecord) -> None:
+        self.epochs_done = int(record.epoch) + 1
+        self.feed.progress(record)
+
     def _main(self) -> None:
         self._inner: MemorySink | None = None
         try:
@@ -110,7 +131,18 @@ class BackgroundRun:
             self.feed.put(RunError(_one_line(err)))
             self.outcome = f"failed ({self.run_id})"
         finally:
+            self._write_outcome()
             self.feed.put(Done(self.outcome or f"ended ({self.run_id})"))
+
+    def _write_outcome(self) -> None:
+        """``outcome.json`` beside the saved records: how the run ended, so Compare can say so."""
+        if self.save_dir is None or not self.save_dir.is_dir():
+            return
+        record = {"outcome": self.state, "epochs_done": self.epochs_done, "epochs": self.config.optim.epochs}
+        try:
+            atomic_write_text(self.save_dir / OUTCOME_FILE, json.dumps(record))
+        except OSError as err:  # the records are what matters; the page still says how the run ended
+            log.error("run %s: cannot write its outcome: %s", self.run_id, err)
 
     def _train(self) -> str:
         from ..runtime import run
@@ -144,7 +176,7 @@ class BackgroundRun:
             self.feed.put(Status(f"training {config.world} virtual replicas in this process"))
         else:
             self.feed.put(Status("training in this process"))
-        result = run(config, sink=sink, progress=self.feed.progress, stop=lambda: self.feed.stopping,
+        result = run(config, sink=sink, progress=self._progress, stop=lambda: self.feed.stopping,
                      run_id=self.run_id, dataset=dataset, store=store, **cluster)  # fmt: skip
         return f"{'stopped' if result.stopped else 'finished'} ({self.run_id})"
 

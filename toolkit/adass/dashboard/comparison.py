@@ -9,7 +9,7 @@ import pandas as pd
 import panel as pn
 
 from ..viz.curves import METRICS, X_AXES
-from ..viz.runs import find_runs, load_descriptions, load_evals, overlay_runs
+from ..viz.runs import find_runs, load_descriptions, load_evals, overlay_runs, run_outcomes
 
 __all__ = ["RunComparison"]
 
@@ -29,6 +29,7 @@ class RunComparison:
     def __init__(self, runs_dir: str | Path | None = None) -> None:
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
         self.runs: dict[str, Path] = {}
+        self.outcomes: dict[str, str] = {}  # how each run ended; a run that did not finish is marked
         self.evals: dict[str, pd.DataFrame] = {}
         self.chosen = pn.widgets.MultiChoice(label="runs", options=[], sizing_mode="stretch_width",
                                              css_classes=["adass-compare-runs"])  # fmt: skip
@@ -58,6 +59,7 @@ class RunComparison:
         try:
             self.runs = find_runs(self.runs_dir)
             descriptions = load_descriptions(self.runs)
+            self.outcomes = run_outcomes(self.runs)
         except (OSError, ValueError) as err:
             log.error("reading runs under %s: %s", self.runs_dir, err)
             self._say(f"--runs: {err}", "danger")
@@ -85,8 +87,13 @@ class RunComparison:
             self._say(f"could not read a run: {err}", "danger")
             return
         self.plot.object = overlay_runs(
-            {n: self.evals[n] for n in self.chosen.value}, self.y.value, self.x.value
+            {self._label(n): self.evals[n] for n in self.chosen.value}, self.y.value, self.x.value
         )
+
+    def _label(self, name: str) -> str:
+        """The run's name in the legend, with how it ended when it did not finish."""
+        ended = self.outcomes.get(name, "finished")
+        return name if ended == "finished" else f"{name} ({ended.upper()})"
 
     def _say(self, text: str, kind: str = "warning") -> None:
         self.message.param.update(object=text, alert_type=kind, visible=True)

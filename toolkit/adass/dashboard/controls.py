@@ -7,37 +7,57 @@ validates exactly as ``adass train`` does.
 
 from __future__ import annotations
 
+import html
+from functools import partial
 from typing import Any
 
 import panel as pn
 import param
 
-from ..config import SECTIONS, RunConfig, allowed_text, options, registry_for
+from ..config import SECTIONS, RunConfig, allowed_text, flag_for, options, registry_for
+from ..options import check_value
+from ..registry import SpecError
 from .spec_editor import SpecEditor, widget_type
 
-__all__ = ["EDITED", "ConfigControls", "widget_spec"]
+__all__ = ["EDITED", "ConfigControls", "option_widget"]
 
 #: spec options that also get a name picker and parameter widgets (see :class:`SpecEditor`)
 EDITED = ("sampler", "codec", "exchange")
 
 
-def widget_spec(option: str, p: param.Parameter) -> dict[str, Any]:
-    """The ``pn.Param`` widget for one option: numeric inputs (not sliders) for wide bounds, text for specs."""
-    css = [f"adass-opt-{option}"]
+def option_widget(option: str, p: param.Parameter, value: Any) -> pn.widgets.Widget:
+    """The widget for one run option: numeric inputs (not sliders), text for specs, its doc as a tooltip.
+
+    Number boxes take any number: one outside the option's bounds is kept as typed and named in a
+    message beside the box (see :class:`ConfigControls`), instead of snapping back without a word.
+    """
+    kind = widget_type(p)
     registry = registry_for(option)
     doc = p.doc or option
     if registry is not None:
         doc = f"{doc}; one of {'|'.join(registry.names())}"
     elif not isinstance(p, param.String):
         doc = f"{doc}; {allowed_text(p)}"
-    spec: dict[str, Any] = {"css_classes": css, "description": doc, "type": widget_type(p)}
-    if spec["type"] is pn.widgets.TextInput:
+    label = p.label or option
+    spec: dict[str, Any] = {"label": label, "value": value, "css_classes": [f"adass-opt-{option}"],
+                            "sizing_mode": "stretch_width"}  # fmt: skip
+    if "description" in kind.param:
+        spec["description"] = doc
+    else:  # a checkbox has no tooltip: its label says it
+        spec["label"] = f"{label}: {doc}"
+    if kind is pn.widgets.TextInput:
         spec["placeholder"] = "(empty)" if not p.default else str(p.default)
-    return spec
+    if kind is pn.widgets.Select:
+        spec["options"] = list(p.objects)
+    return kind(**spec)
 
 
 class ConfigControls:
     """One fresh instance of every config section and the widgets that edit it.
+
+    A widget writes its option when the value it holds is allowed; a value that is not (``epochs -3``,
+    ``batch size 0``) stays in the box, its one-line reason shows beneath it, and :meth:`config`
+    refuses with that line, so Start never runs the previous value.
 
     Parameters
     ----------
@@ -49,19 +69,50 @@ class ConfigControls:
     def __init__(self, defaults: dict[str, Any] | None = None) -> None:
         defaults = dict(defaults or {})
         self.sections: dict[str, param.Parameterized] = {}
-        self.panes: dict[str, pn.Param] = {}
+        self.widgets: dict[str, pn.widgets.Widget] = {}
+        self.panes: dict[str, pn.Column] = {}
         self.editors: dict[str, SpecEditor] = {}
+        self.problems: dict[str, str] = {}  # option -> why the value in its box is not taken
+        self._notes: dict[str, pn.pane.HTML] = {}
         for name, section in SECTIONS.items():
             mine = {k: defaults[k] for k in options(section) if k in defaults}
             self.sections[name] = section(**mine)
-            specs = {option: widget_spec(option, p) for option, p in options(section).items()}
-            self.panes[name] = pn.Param(
-                self.sections[name], parameters=list(specs), widgets=specs, show_name=False,
-                default_layout=pn.Column, sizing_mode="stretch_width",
-            )  # fmt: skip
-            for option in specs:
+            column = []
+            for option, p in options(section).items():
+                widget = option_widget(option, p, getattr(self.sections[name], option))
+                widget.param.watch(partial(self._typed, name, option), "value")
+                self.sections[name].param.watch(partial(self._follow, option), option)
+                note = pn.pane.HTML("", visible=False, css_classes=["adass-invalid", f"adass-invalid-{option}"],
+                                    styles={"color": "#b00020", "font-size": "12px"}, margin=(0, 10))  # fmt: skip
+                self.widgets[option], self._notes[option] = widget, note
+                column += [widget, note]
                 if option in EDITED:
                     self.editors[option] = SpecEditor(self.sections[name], option, registry_for(option))
+                    column.append(self.editors[option].view())
+            self.panes[name] = pn.Column(*column, sizing_mode="stretch_width")
+
+    def _typed(self, section: str, option: str, event: Any) -> None:
+        """A box changed: take the value if the option allows it, otherwise say why beside the box."""
+        p = options(type(self.sections[section]))[option]
+        try:
+            value = event.new
+            if isinstance(p, param.Number) and value is None:
+                raise SpecError(f"{flag_for(option)}: the box is empty; expected {allowed_text(p)}")
+            value = check_value(p, value, flag_for(option))
+            self.sections[section].param.update(**{option: value})
+        except (SpecError, ValueError) as err:
+            text = str(err) if isinstance(err, SpecError) else f"{flag_for(option)}: {event.new!r}: {err}"
+            self.problems[option] = text
+            self._notes[option].param.update(object=html.escape(text), visible=True)
+            return
+        self.problems.pop(option, None)
+        self._notes[option].visible = False
+
+    def _follow(self, option: str, event: Any) -> None:
+        """The option changed (set in code, or by a spec editor): its box shows the new value."""
+        widget = self.widgets[option]
+        if widget.value != event.new:
+            widget.value = event.new
 
     def values(self) -> dict[str, Any]:
         """Every option's current value, flat."""
@@ -75,18 +126,17 @@ class ConfigControls:
                 section.param.update(**mine)
 
     def config(self) -> RunConfig:
-        """The validated configuration; raises ``SpecError`` with one line naming the option."""
+        """The validated configuration; raises ``SpecError`` with one line naming the option (a box
+        holding a value the option does not allow first)."""
+        if self.problems:
+            raise SpecError(next(iter(self.problems.values())))
         return RunConfig.from_flat(**self.values())
 
     def view(self) -> pn.Column:
         """One collapsible card per section; codec and exchange start collapsed."""
         cards = [
             pn.Card(
-                pn.Column(
-                    pane,
-                    *(e.view() for k, e in self.editors.items() if k in pane.parameters),
-                    sizing_mode="stretch_width",
-                ),  # fmt: skip
+                pane,
                 title=name,
                 collapsed=name in ("codec", "exchange"),
                 sizing_mode="stretch_width",
@@ -98,9 +148,8 @@ class ConfigControls:
 
     def set_disabled(self, disabled: bool) -> None:
         """Freeze the widgets while a run goes on (its configuration is fixed at Start)."""
-        for pane in self.panes.values():
-            for widget in pane.layout.select(pn.widgets.Widget):
-                widget.disabled = disabled
+        for widget in self.widgets.values():
+            widget.disabled = disabled
         for editor in self.editors.values():
             for widget in editor.widgets():
                 widget.disabled = disabled

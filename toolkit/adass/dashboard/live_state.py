@@ -102,6 +102,7 @@ class LiveState:
         self.status = "idle"
         self.error = ""
         self.done = False
+        self.seen: set[Part] = set()  # parts that have arrived since the reset
 
     def apply(self, messages: Iterable[Message]) -> set[Part]:
         """Take in drained messages; return which parts changed (a page redraws only what reads them)."""
@@ -116,6 +117,7 @@ class LiveState:
             self._traffic(pd.concat(self._pending_traffic, ignore_index=True))
             self._pending_traffic = []
             changed.add(Part.TRAFFIC)
+        self.seen |= changed
         return changed
 
     # -- one method per message type; rows that arrive in many small messages are merged once per apply

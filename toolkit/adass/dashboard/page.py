@@ -4,6 +4,11 @@ A periodic callback in the page's own thread drains the run's :class:`~adass.das
 into :class:`~adass.dashboard.live_state.LiveState` and sends each changed source of
 :mod:`adass.dashboard.views` to its ``hv.streams.Buffer`` or ``hv.streams.Pipe``; nothing touches the
 page from the training or Dask threads.
+
+Runs belong to the server's :class:`~adass.dashboard.board.RunBoard`, not to a page: closing a page
+leaves its run going, and a page that opens shows the run in progress (any page may stop it). A
+view is drawn once its source has something to show; until then a light placeholder says what it
+waits for, so an idle page costs the server little to build.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import panel as pn
 
 from ..registry import SpecError
 from ..viz.curves import X_AXES
+from ..viz.style import HEIGHT, WIDTH
 from .background import BackgroundRun, run_colocated, run_world
+from .board import RunBoard
 from .comparison import RunComparison
 from .controls import ConfigControls
-from .feed import LiveFeed
+from .feed import FeedReader, LiveFeed
 from .live_state import LiveState, Part
 from .policy import RunPolicy
 from .views import VIEWS, Refresh, Source, View
@@ -55,11 +62,15 @@ class Dashboard:
         The live views (:data:`~adass.dashboard.views.VIEWS` unless told otherwise).
     policy : RunPolicy, optional
         What the page's runs may use (data folders, schedulers, workers); the safe defaults if omitted.
+    board : RunBoard, optional
+        The server's runs, shared by its pages; the page shows the newest one in progress (a board of
+        its own if omitted).
     """
 
     def __init__(self, runs_dir: str | Path | None = None, scheduler: str = "",
                  defaults: dict[str, Any] | None = None, poll_ms: int = 300, heavy_ms: int = 700,
-                 views: Sequence[View] = VIEWS, policy: RunPolicy | None = None) -> None:  # fmt: skip
+                 views: Sequence[View] = VIEWS, policy: RunPolicy | None = None,
+                 board: RunBoard | None = None) -> None:  # fmt: skip
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
         self.policy = policy if policy is not None else RunPolicy()
         self.poll_ms, self.heavy_ms = poll_ms, heavy_ms
@@ -69,14 +80,30 @@ class Dashboard:
             {**({"scheduler": scheduler} if scheduler else {}), **(defaults or {})}
         )
         self.state = LiveState()
-        self.feed: LiveFeed | None = None
+        self.board = board if board is not None else RunBoard()
+        self._feed: LiveFeed | None = None
+        self._reader: FeedReader | None = None
         self.run: BackgroundRun | None = None
+        self._board_version = -1
         self._sent: dict[Source, float] = {}
         self._dirty: set[Source] = set()
         self._callback: Any = None
         self._build_views()
         self._build_widgets()
         self.compare = RunComparison(self.runs_dir)
+        latest = self.board.latest()
+        if latest is not None and latest.running:  # a reload, or another tab: show the run in progress
+            self.show_run(latest)
+
+    @property
+    def feed(self) -> LiveFeed | None:
+        """The feed of the run the page shows; setting it replays that feed from its first message."""
+        return self._feed
+
+    @feed.setter
+    def feed(self, feed: LiveFeed | None) -> None:
+        self._feed = feed
+        self._reader = None if feed is None else feed.reader()
 
     # -- construction ------------------------------------------------------------------------
     def _build_views(self) -> None:
@@ -89,10 +116,30 @@ class Dashboard:
         self.views: dict[str, hv.DynamicMap] = {}
         self.panes: dict[str, pn.pane.HoloViews] = {}
         self._shapes: dict[str, Hashable] = {}
+        self.cells: dict[str, pn.Column] = {}
         for view in self.table:
             # each view has axes of its own (Panel would link axes whose dimensions share a name)
             self.panes[view.name] = pn.pane.HoloViews(sizing_mode="fixed", linked_axes=False)
             self._show(view, self.streams[view.source.name].data)
+            self.cells[view.name] = pn.Column(self._placeholder(view), margin=0)
+
+    def _placeholder(self, view: View) -> pn.pane.HTML:
+        """What a view shows until its source has data: its name and what it waits for, at its size."""
+        text = f"<b>{html.escape(view.name)}</b><br>{html.escape(view.source.waiting(self.state))}"
+        return pn.pane.HTML(text, width=WIDTH, height=HEIGHT, margin=(5, 10),
+                            css_classes=["adass-waiting", f"adass-waiting-{view.name}"],
+                            styles={"border": "1px dashed #bbb", "color": "#666", "padding": "8px"})  # fmt: skip
+
+    def _reveal(self, view: View) -> None:
+        """Put ``view``'s plot in its place (once its source has something to show)."""
+        cell = self.cells[view.name]
+        if cell.objects[0] is not self.panes[view.name]:
+            cell.objects = [self.panes[view.name]]
+
+    def _conceal(self) -> None:
+        """Every view back to its placeholder (a new run, nothing arrived yet)."""
+        for view in self.table:
+            self.cells[view.name].objects = [self._placeholder(view)]
 
     def _stream(self, source: Source) -> hv.streams.Stream:
         """A Buffer that new rows are appended to, or a Pipe that is sent the whole data each time."""
@@ -123,6 +170,10 @@ class Dashboard:
         self.status = pn.pane.Markdown("**status:** idle", css_classes=["adass-status"], margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="danger", visible=False, css_classes=["adass-error"])
         self.link = pn.pane.HTML(_NO_LINK, css_classes=["adass-dask-link"], visible=False)
+        self._picking = False
+        self.runs_shown = pn.widgets.Select(label="runs of this server", options={}, visible=False, width=320,
+                                            css_classes=["adass-runs"])  # fmt: skip
+        self.runs_shown.param.watch(self._picked, "value")
 
     # -- actions -----------------------------------------------------------------------------
     def start(self, event: Any = None) -> None:
@@ -136,17 +187,26 @@ class Dashboard:
             self._show_error(str(err))
             return
         self.alert.visible = False
-        servers = config.servers if world else 0  # the ranks that are not replicas
-        held = run_colocated(config)
-        self.clear(world, servers, config.optim.epochs, held)
-        self.link.visible = config.backend == "dask"  # replicas on threads have no Dask dashboard
-        self.feed = LiveFeed()
         save = self.runs_dir if self.save.value and self.runs_dir is not None else None
-        self.run = BackgroundRun(config, self.feed, save_dir=save, policy=self.policy)
-        log.info("starting run %s", self.run.run_id)
-        self.run.start()
-        self._set_running(True)
-        self.status.object = f"**status:** starting {html.escape(self.run.run_id)}"
+        run = BackgroundRun(config, LiveFeed(), save_dir=save, policy=self.policy)
+        log.info("starting run %s", run.run_id)
+        self.board.add(run)
+        run.start()
+        self.show_run(run)
+        self.status.object = f"**status:** starting {html.escape(run.run_id)}"
+
+    def show_run(self, run: BackgroundRun) -> None:
+        """Show ``run`` from its first message on (a run started here, elsewhere, or earlier)."""
+        config = run.config
+        world = run_world(config)
+        servers = config.servers if world else 0  # the ranks that are not replicas
+        self.clear(world, servers, config.optim.epochs, run_colocated(config))
+        self.link.visible = config.backend == "dask"  # replicas on threads have no Dask dashboard
+        self.run = run
+        self.feed = run.feed
+        self.alert.visible = False
+        self._set_running(True)  # until its Done message is read (a replay of a finished run reads it at once)
+        self._board_version = -1  # the run list names the run shown
 
     def clear(
         self, world: int = 0, servers: int = 0, epochs: int = 0, held: dict[int, int] | None = None
@@ -163,6 +223,7 @@ class Dashboard:
                 self.streams[source.name].clear()
         self._dirty = {source for source in self.sources if source.refresh is not Refresh.APPEND}
         self._sent.clear()
+        self._conceal()
 
     def stop(self, event: Any = None) -> None:
         """Ask the current run to stop (after its current step in-process, its current epoch on Dask)."""
@@ -173,13 +234,15 @@ class Dashboard:
 
     def poll(self) -> None:
         """Move queued records into the views; the periodic callback calls this in the page's thread."""
-        if self.feed is None:
+        if self.board.version != self._board_version:
+            self._list_runs()
+        if self._reader is None:
             return
-        changed = self.state.apply(self.feed.drain())
+        changed = self.state.apply(self._reader.drain())
         self._dirty |= {source for source in self.sources if source.parts & changed}
         now = time.monotonic()
         for source in self.sources:
-            if source in self._dirty and self._due(source, now):
+            if source in self._dirty and self._due(source, now) and source.ready(self.state):
                 self._dirty.discard(source)
                 self._sent[source] = now
                 self._send(source, source.read(self.state))
@@ -192,6 +255,8 @@ class Dashboard:
             self.status.object = f"**status:** {html.escape(self.state.status)}"
         if self.state.done:
             self._finished()
+        if changed & {Part.EVALS, Part.STATUS}:  # the run list says how far the shown run is
+            self._list_runs()
 
     def _due(self, source: Source, now: float) -> bool:
         throttled = source.refresh is Refresh.THROTTLED
@@ -203,6 +268,7 @@ class Dashboard:
         for view in self.table:
             if view.source is source:
                 self._show(view, data)
+                self._reveal(view)
         hv.streams.Stream.trigger([stream])
 
     def _finished(self) -> None:
@@ -216,6 +282,24 @@ class Dashboard:
         if self.save.value and self.runs_dir is not None:
             self.compare.reload()
 
+    def _list_runs(self) -> None:
+        """The server's runs in the run picker, the one shown selected."""
+        self._board_version = self.board.version
+        runs = self.board.runs()
+        self._picking = True
+        try:
+            self.runs_shown.param.update(options={r.label(): r.run_id for r in runs},
+                                         value=self.run.run_id if self.run is not None else None,
+                                         visible=bool(runs))  # fmt: skip
+        finally:
+            self._picking = False
+
+    def _picked(self, event: Any) -> None:
+        """Another run was picked: show it."""
+        run = self.board.get(event.new) if event.new else None
+        if not self._picking and run is not None and run is not self.run:
+            self.show_run(run)
+
     def _set_running(self, running: bool) -> None:
         self.start_button.disabled = running
         self.stop_button.disabled = not running
@@ -227,35 +311,34 @@ class Dashboard:
 
     # -- page --------------------------------------------------------------------------------
     def attach(self) -> None:
-        """Start polling in the current document; a closed page stops its run."""
+        """Start polling in the current document; a closed page stops polling, its run goes on."""
         self._callback = pn.state.add_periodic_callback(self.poll, period=self.poll_ms)
         if pn.state.curdoc is not None:  # served: this page's session only
             pn.state.curdoc.on_session_destroyed(lambda _context: self.close())
 
     def close(self) -> None:
-        """Stop polling and the run (the run's thread tears its cluster down)."""
+        """Stop polling; the run goes on (it belongs to the server's board: a page that opens shows it)."""
         if self._callback is not None:
             self._callback.stop()
             self._callback = None
-        if self.run is not None:
-            self.run.stop()
 
     def panel(self) -> pn.viewable.Viewable:
         """The whole page: controls on the left, Live and Compare tabs on the right."""
         sidebar = pn.Column(
             pn.pane.Markdown("## adass\nadaptive sample selection, live"),
-            pn.Row(self.start_button, self.stop_button), self.save, self.status, self.alert, self.link,
+            pn.Row(self.start_button, self.stop_button), self.save, self.status, self.alert, self.runs_shown,
+            self.link,
             self.controls.view(), width=340,
         )  # fmt: skip
-        places: dict[int, dict[int, list[pn.pane.HoloViews]]] = {}
+        places: dict[int, dict[int, list[pn.Column]]] = {}
         for view in self.table:
-            places.setdefault(view.row, {}).setdefault(view.column, []).append(self.panes[view.name])
+            places.setdefault(view.row, {}).setdefault(view.column, []).append(self.cells[view.name])
         rows = [
             pn.Row(*(cell[0] if len(cell) == 1 else pn.Column(*cell) for _, cell in sorted(row.items())))
             for _, row in sorted(places.items())
         ]
         live = pn.Column(pn.Row(self.x_axis), *rows)
-        tabs = pn.Tabs(("Live", live), ("Compare", self.compare.view()), dynamic=False)
+        tabs = pn.Tabs(("Live", live), ("Compare", self.compare.view()), dynamic=True)  # Compare drawn when shown
         return pn.Row(sidebar, tabs)
 
 

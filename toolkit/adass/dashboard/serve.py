@@ -18,14 +18,18 @@ from typing import Any
 import panel as pn
 
 from ..registry import SpecError
+from .board import RunBoard
 from .page import Dashboard
 from .policy import RunPolicy
 
 __all__ = ["app_options", "build_app", "serve_dashboard"]
 
 
-#: a page closed (no connection left) for 5 s ends its session, checked every 2 s, and the session's
-#: end stops the page's run (Bokeh's defaults, 15 s checked every 17 s, kept a run going half a minute)
+#: a page closed (no connection left) for 5 s ends its session, checked every 2 s (Bokeh's defaults,
+#: 15 s checked every 17 s, kept a closed page's polling going half a minute); its run goes on
+#: where ``pn.state.cache`` keeps the board of a server whose pages are built by a script (``panel serve``)
+_BOARD_KEY = "adass-dashboard-runs"
+
 SESSION_CLEANUP = {"check_unused_sessions_milliseconds": 2_000, "unused_session_lifetime_milliseconds": 5_000}
 
 
@@ -50,6 +54,7 @@ def build_app(
     scheduler: str = "",
     poll: bool = True,
     policy: RunPolicy | None = None,
+    board: RunBoard | None = None,
 ) -> pn.viewable.Viewable:
     """A fresh dashboard page for one browser session.
 
@@ -63,9 +68,14 @@ def build_app(
         Start the periodic callback that brings records to the page (needs a server or notebook).
     policy : RunPolicy, optional
         What the page's runs may use; the safe defaults (no data files, the embedded cluster only).
+    board : RunBoard, optional
+        The server's runs, shared by its pages; by default the one in the server's cache (what
+        ``panel serve dashboards/app.py`` gets), made by the first page.
     """
     pn.extension()
-    dashboard = Dashboard(runs_dir, scheduler, policy=policy)
+    if board is None:
+        board = pn.state.cache.setdefault(_BOARD_KEY, RunBoard())
+    dashboard = Dashboard(runs_dir, scheduler, policy=policy, board=board)
     if poll:
         dashboard.attach()
     return dashboard.panel()
@@ -117,9 +127,10 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
             *[arg for a in allow_schedulers for arg in ("--allow-scheduler", a)],
             "--max-workers", str(max_workers)]  # fmt: skip
     options = app_options(argv)
+    board = RunBoard()  # the runs outlive their pages; they end with the server
 
     def app() -> Any:
-        return build_app(**options)
+        return build_app(**options, board=board)
 
     _check_free(address, port)
     auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
@@ -145,6 +156,7 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         server.stop()
+        board.stop_all()  # each run tears its own cluster down
 
 
 def _quiet_closed_pages(loop: Any) -> None:

@@ -58,13 +58,23 @@ class Refresh(Enum):
 class Source:
     """Data the page sends to views: read from :class:`LiveState`, stale when one of ``parts`` changed.
 
-    ``read`` of an APPEND source returns only the rows that arrived since it was last read.
+    ``read`` of an APPEND source returns only the rows that arrived since it was last read. Its views
+    are drawn once one of ``needs`` (default: ``parts``) has arrived in the run, or ``early`` says the
+    run's configuration alone is worth drawing; until then they show ``waiting``.
     """
 
     name: str
     read: Callable[[LiveState], Any]
     parts: frozenset[Part]
     refresh: Refresh
+    waiting: Callable[[LiveState], str] = lambda state: "waiting for the run"
+    early: Callable[[LiveState], bool] | None = None
+    needs: frozenset[Part] | None = None
+
+    def ready(self, state: LiveState) -> bool:
+        """Whether the views of this source have something to draw."""
+        needs = self.parts if self.needs is None else self.needs
+        return bool(needs & state.seen) or (self.early is not None and self.early(state))
 
 
 @dataclass(frozen=True)
@@ -110,16 +120,39 @@ def _images(data: tuple[Any, Dataset | None]) -> bool:
 
 # the evaluations are few (one row per epoch), so each change sends them all: a streamed (APPEND) plot
 # keeps its x range when the x axis changes, and holds its drawing once that range was updated
-EVALS = Source("evals", LiveState.all_evals, frozenset({Part.EVALS}), Refresh.CHANGED)
-SELECTION = Source("selection", lambda s: s.selection, frozenset({Part.SELECTION}), Refresh.CHANGED)
-GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHANGED)
-SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),
-                 Refresh.CHANGED)  # fmt: skip
-TRAFFIC = Source("traffic", lambda s: (s.traffic, s.world), frozenset({Part.TRAFFIC}), Refresh.THROTTLED)
-LINKS = Source(
-    "links", lambda s: (s.traffic, s.world, s.servers, s.held), frozenset({Part.TRAFFIC}), Refresh.THROTTLED
+def _after_epoch(state: LiveState) -> str:
+    return "drawn after the first epoch"
+
+
+def _with_selection(state: LiveState) -> str:
+    return "drawn with the first epoch's choice of samples"
+
+
+def _with_traffic(state: LiveState) -> str:
+    if not state.world and state.status != "idle":
+        return "this run trains one model in one process: nothing is exchanged"
+    return "drawn with the first gradients exchanged"
+
+
+def _with_steps(state: LiveState) -> str:
+    return "drawn with the first steps"
+
+
+EVALS = Source("evals", LiveState.all_evals, frozenset({Part.EVALS}), Refresh.CHANGED, _after_epoch)
+SELECTION = Source(
+    "selection", lambda s: s.selection, frozenset({Part.SELECTION}), Refresh.CHANGED, _with_selection
 )
-STEPS = Source("steps", lambda s: s.steps, frozenset({Part.STEPS}), Refresh.THROTTLED)
+GRID = Source("grid", lambda s: s.grid, frozenset({Part.SELECTION}), Refresh.CHANGED, _with_selection)
+# the samples views draw nothing before a selection: the data set alone does not make them ready
+SAMPLES = Source("samples", lambda s: (s.selection, s.dataset), frozenset({Part.SELECTION, Part.DATASET}),
+                 Refresh.CHANGED, _with_selection, needs=frozenset({Part.SELECTION}))  # fmt: skip
+TRAFFIC = Source(
+    "traffic", lambda s: (s.traffic, s.world), frozenset({Part.TRAFFIC}), Refresh.THROTTLED, _with_traffic
+)
+# the topology is known from the run's configuration: drawn from the start of a run with ranks
+LINKS = Source("links", lambda s: (s.traffic, s.world, s.servers, s.held), frozenset({Part.TRAFFIC}),
+               Refresh.THROTTLED, _with_traffic, early=lambda s: s.world > 0)  # fmt: skip
+STEPS = Source("steps", lambda s: s.steps, frozenset({Part.STEPS}), Refresh.THROTTLED, _with_steps)
 
 #: The live views, in page order.
 VIEWS: tuple[View, ...] = (

@@ -12,11 +12,11 @@ from pathlib import Path
 import holoviews as hv
 import pandas as pd
 
-from ..metrics import load_run
+from ..metrics import OUTCOME_FILE, load_run
 from .curves import METRICS, X_AXES, learning_curve
 from .style import HEIGHT, named
 
-__all__ = ["describe_run", "find_runs", "load_descriptions", "load_evals", "overlay_runs"]
+__all__ = ["describe_run", "find_runs", "load_descriptions", "load_evals", "overlay_runs", "run_outcomes"]
 
 
 def find_runs(folder: str | os.PathLike, depth: int = 3) -> dict[str, Path]:
@@ -44,8 +44,9 @@ def find_runs(folder: str | os.PathLike, depth: int = 3) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def describe_run(config: Mapping[str, Mapping]) -> str:
-    """One line naming what sets a run apart: sampler, workers, exchange, codec, epochs."""
+def describe_run(config: Mapping[str, Mapping], outcome: Mapping | None = None) -> str:
+    """One line naming what sets a run apart: sampler, workers, exchange, codec, epochs, and how it
+    ended when it did not finish (``outcome``, as :data:`~adass.metrics.OUTCOME_FILE` holds it)."""
     flat = {k: v for section in config.values() for k, v in section.items()}
     parts = [f"sampler {flat.get('sampler', '?')}", f"epochs {flat.get('epochs', '?')}"]
     if flat.get("workers"):
@@ -54,6 +55,9 @@ def describe_run(config: Mapping[str, Mapping]) -> str:
             f"exchange {flat.get('exchange')}",
             f"codec {flat.get('codec')}",
         ]
+    ended = (outcome or {}).get("outcome", "finished")
+    if ended != "finished":
+        parts.insert(0, f"{ended.upper()} after {outcome.get('epochs_done', '?')} of {outcome.get('epochs', '?')} epochs")
     return ", ".join(parts)
 
 
@@ -64,7 +68,18 @@ def load_evals(runs: Mapping[str, Path]) -> dict[str, pd.DataFrame]:
 
 def load_descriptions(runs: Mapping[str, Path]) -> dict[str, str]:
     """:func:`describe_run` of each named run folder."""
-    return {name: describe_run(json.loads((path / "config.json").read_text())) for name, path in runs.items()}
+    return {name: describe_run(json.loads((path / "config.json").read_text()), _outcome(path))
+            for name, path in runs.items()}  # fmt: skip
+
+
+def run_outcomes(runs: Mapping[str, Path]) -> dict[str, str]:
+    """How each named run folder's run ended: ``finished``, ``stopped`` or ``failed``."""
+    return {name: _outcome(path).get("outcome", "finished") for name, path in runs.items()}
+
+
+def _outcome(path: Path) -> dict:
+    file = path / OUTCOME_FILE
+    return json.loads(file.read_text()) if file.is_file() else {"outcome": "finished"}
 
 
 def overlay_runs(evals: Mapping[str, pd.DataFrame], y: str = "test_acc", x: str = "epoch") -> hv.Overlay:

@@ -47,12 +47,21 @@ def human_bytes(n: float) -> str:
     return f"{value:.1f} TB"
 
 
-#: JavaScript twin of :func:`human_bytes`, for axis ticks and colour bars drawn in the browser
+#: Byte ticks in the browser, in the manner of :func:`human_bytes`, but read as one scale: every tick
+#: of an axis takes the unit of the largest and as many decimals as the spacing needs, so neighbours
+#: never print the same text (1.2 MB, 1.2 MB, 1.3 MB); ticks between whole bytes stay blank
 _BYTES_JS = """
 const units = ["B", "kB", "MB", "GB", "TB"];
-let value = tick, i = 0;
-while (Math.abs(value) >= 1000 && i < units.length - 1) { value /= 1000; i += 1; }
-return i == 0 ? Math.round(value) + 0 + " B" : value.toFixed(1) + " " + units[i];  // + 0: no "-0 B"
+let top = 0;
+for (const t of ticks) top = Math.max(top, Math.abs(t));
+let i = 0, scale = 1;
+while (top / scale >= 1000 && i < units.length - 1) { scale *= 1000; i += 1; }
+let step = Infinity;
+for (let k = 1; k < ticks.length; k++) step = Math.min(step, Math.abs(ticks[k] - ticks[k - 1]));
+const needed = (s) => isFinite(step) && step > 0 ? Math.max(0, Math.ceil(-Math.log10(step / s) - 1e-9)) : 1;
+while (i > 0 && needed(scale) > 3) { scale /= 1000; i -= 1; }  // fine steps: a smaller unit
+if (i == 0) return Number.isInteger(tick) ? Math.round(tick) + 0 + " B" : "";  // + 0: no "-0 B"
+return (tick / scale).toFixed(needed(scale)) + " " + units[i];
 """
 
 

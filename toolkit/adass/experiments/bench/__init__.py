@@ -22,6 +22,7 @@ SUITES: dict[str, str] = {
     "dml_colocated": "PS shards colocated with the replicas vs dedicated server workers, P=4: Dask workers, epoch time",
     "codecs": "QSGD and random-k encode/decode against one read pass, reference and fused kernels, one core",
     "faults": "kill a worker, the client and the scheduler mid-run: detection time, work lost, accuracy vs uninterrupted",
+    "dashboard": "20 visitors opening the dashboard at once (seconds to a rendered page) and Start to the first accuracy point, in a browser",
     "equivalence": "final parameters and wire bytes of 60+ runs (samplers x exchanges x codecs x memories x backends) against --against REV",
 }
 
