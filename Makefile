@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint bench reproduce clean
+.PHONY: setup demo test lint bench device-check reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out
 
+# on a machine with an NVIDIA GPU: the tests marked cuda and `adass bench dml --quick --device cuda`,
+# their output under device-check-out/ (scripts/device_check.sh)
+device-check: $(STAMP)
+	VENV=$(VENV) OUT=device-check-out bash scripts/device_check.sh
+
 # the full run behind docs/results.md (about 70 minutes on two cores with JOBS=2; `adass reproduce --quick` for a smoke run).
 # Finished runs are kept under reproduce-out/runs: running it again (after Ctrl-C, say) resumes where it
 # stopped; `make reproduce JOBS=8` spreads the independent runs over 8 processes; rm -rf reproduce-out
@@ -42,4 +47,4 @@ reproduce: $(STAMP)
 	$(BIN)/adass reproduce --out reproduce-out --jobs $(JOBS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out
+	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out device-check-out

@@ -18,6 +18,18 @@ def tiny_config() -> RunConfig:
     )  # fmt: skip
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` skip, saying why, on a machine without a CUDA GPU."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(
+        reason="needs a CUDA GPU (torch.cuda.is_available() is False); run make device-check on one"
+    )
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _few_threads():
     # tests compare exact numbers; one intra-op thread keeps reductions in a fixed order

@@ -61,7 +61,8 @@ def _distributions(modules: set[str], local: set[str]) -> dict[str, str]:
     """Third-party module -> the distribution that provides it (stdlib and local modules left out)."""
     providers = metadata.packages_distributions()
     third_party = modules - set(sys.stdlib_module_names) - local - {"__future__", "adass"}
-    return {m: providers[m][0].lower().replace("_", "-") for m in sorted(third_party)}
+    # an optional module not installed here (dask_cuda) goes by its own name, as its distribution does
+    return {m: providers.get(m, [m])[0].lower().replace("_", "-") for m in sorted(third_party)}
 
 
 def _undeclared(modules: set[str], declared: set[str], local: set[str] = frozenset()) -> list[str]:

@@ -71,7 +71,7 @@ def test_bad_specs_fail_in_one_line(spec: str, message: str) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("spec", ALL_SPECS)
 def test_codecs_run_on_cuda(spec: str) -> None:
     codec = make_codec(spec)

@@ -133,23 +133,24 @@ def fails(rank: int, world: int) -> None:
 
 
 def inproc_steps(
-    spec: str, codec: str, n: int, counts: list[list[float]], seed: int = 3, epochs: list[int] | None = None
-) -> list[list[torch.Tensor]]:
+    spec: str, codec: str, n: int, counts: list[list[float]], seed: int = 3, epochs: list[int] | None = None,
+    device: str = "cpu",
+) -> list[list[torch.Tensor]]:  # fmt: skip
     """One exchange per in-process rank kept over several steps (``counts[step][rank]``, ``grads``
-    seeded by the step, in epoch ``epochs[step]`` where given); the result of every step on every
-    rank, ``[step][rank]`` (None on PS server ranks)."""
+    seeded by the step, in epoch ``epochs[step]`` where given, on ``device``); the result of every
+    step on every rank, ``[step][rank]`` (None on PS server ranks)."""
     world = len(counts[0])
     hub = InProcHub(world, timeout_s=60)
     results = [[None] * world for _ in counts]
 
     def work(rank: int) -> None:
-        exchange = make_exchange(spec, hub.transport(rank), codec, seed=seed)
+        exchange = make_exchange(spec, hub.transport(rank, device=device), codec, seed=seed)
         for step, row in enumerate(counts):
             exchange.epoch = 0 if epochs is None else epochs[step]
             if getattr(exchange, "is_server", False):
                 exchange.serve_step()  # a PS server rank: its result stays None
             else:
-                results[step][rank] = exchange.reduce(grads(world, n, seed=step)[rank], row[rank])
+                results[step][rank] = exchange.reduce(grads(world, n, seed=step)[rank].to(device), row[rank])
 
     on_threads(world, work, [hub.abort])
     return results
@@ -246,4 +247,25 @@ def ring_pair_over_gloo(rank: int, world: int, n: int, codecs: list[str], segmen
             )
             result = make_exchange("ring", transport, codec, seed=1).reduce(x, count=float(rank + 1)).clone()
             out[(codec, between)] = {"result": result, "first": transport.posted[0]}
+    return out
+
+
+def ring_on_device(rank: int, world: int, n: int, codecs: list[str], placement: str) -> dict:
+    """In a spawned process: one weighted ring step per codec on this rank's device, ``placement``
+    ``cpu``, ``cuda`` (every rank on GPU 0, the group gloo: bodies go through host copies) or
+    ``nccl`` (rank r on GPU r, bodies over nccl); the results on the host, where they were made and
+    where the bodies travelled."""
+    gpu = rank if placement == "nccl" else 0
+    device = torch.device("cpu") if placement == "cpu" else torch.device("cuda", gpu)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    out = {}
+    for i, codec in enumerate(codecs):
+        transport = GlooTransport(tag_base=10 * i, device=device)
+        exchange = make_exchange("ring:segment_kb=1", transport, codec, seed=3)
+        x = grads(world, n, seed=2)[rank].to(device)
+        result = exchange.reduce(x.clone(), float(rank + 1))
+        in_place = exchange.reduce(x, float(rank + 1), out=x)
+        out[codec] = {"result": result.cpu(), "in_place": in_place.cpu(), "device": str(result.device),
+                      "wire": str(transport.wire)}  # fmt: skip
     return out

@@ -16,6 +16,7 @@ import param
 
 from .codecs import CODECS, Codec
 from .data import DATASETS, SHARDINGS
+from .devices import DEVICES, check_device
 from .exchange import EXCHANGES, check, topology_of
 from .exchange.link import parse_link
 from .memory import MEMORIES, build_pair, split_memory
@@ -155,6 +156,11 @@ class ClusterSection(param.Parameterized):
     straggler = param.String(
         "",
         doc="slow one replica by a sleep per step: RANK:DELAY_S, or each in turn for STEPS steps: rotate:DELAY_S:STEPS; empty: none",
+    )
+    device = param.Selector(
+        objects=list(DEVICES),
+        default="auto",
+        doc="where replicas train: auto takes CUDA where every replica has a GPU of its own, else the CPU",
     )
     restarts = param.Integer(
         2,
@@ -358,7 +364,8 @@ class RunConfig:
             why = ("an external cluster serves its own" if c.scheduler
                    else "it is the embedded Dask cluster's; needs --workers 1 or more")  # fmt: skip
             raise SpecError(f"--dask-dashboard: not for this run ({why})")
-        if not c.scheduler:
+        if not c.scheduler:  # replicas on this machine; a cluster's workers are asked when it connects
+            check_device(c.device)
             for option in ("tls_ca", "tls_cert", "tls_key"):
                 if getattr(c, option):
                     raise SpecError(

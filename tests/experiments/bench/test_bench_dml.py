@@ -5,6 +5,7 @@ import subprocess
 
 import pandas as pd
 import pytest
+import torch
 
 from adass.cli import main
 from adass.experiments.bench import dml, netlab_dml
@@ -184,3 +185,30 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
     )
     assert (met["met"] == "yes").all()
     assert met["measured"].str.startswith(netlab_dml.RS_CODECS[6]).all()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["samplers", "--device", "cpu"], "--device: only the dml suite on this machine's cluster takes a device (not 'samplers')"),
+        (["dml", "--netlab", "1gbit", "--device", "cpu"], "--device: only the dml suite on this machine's cluster takes a device (the network lab's"),
+    ],
+)  # fmt: skip
+def test_a_device_is_for_the_dml_suite_on_this_machine(tmp_path, capsys, argv, message):
+    assert main(["bench", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_a_cuda_bench_without_a_gpu_is_refused_before_any_cluster_starts(tmp_path, capsys):
+    assert main(["bench", "dml", "--quick", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
+    assert "--device: 'cuda' needs a CUDA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.cuda
+def test_quick_bench_on_cuda_writes_tables(tmp_path):
+    assert main(["bench", "dml", "--quick", "--device", "cuda", "--out", str(tmp_path)]) == 0
+    assert "replicas on `cuda`" in (tmp_path / "dml.md").read_text()
+    assert (tmp_path / "dml.csv").exists() and (tmp_path / "dml_straggler.md").exists()

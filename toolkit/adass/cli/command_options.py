@@ -13,6 +13,7 @@ from typing import Any
 import param
 
 from ..config import RUN_OPTIONS, check_option, flag_for, options
+from ..devices import DEVICES
 
 __all__ = [
     "LIST_ITEMS",
@@ -87,6 +88,10 @@ class BenchOptions(OutputOptions):
     against = param.String(
         "", doc="equivalence only: the git revision whose results this tree must reproduce bit for bit"
     )
+    device = param.Selector(
+        objects=list(DEVICES), default="auto",
+        doc="dml only (not with --netlab): where the replicas train, as train's --device",
+    )  # fmt: skip
 
 
 class ReproduceOptions(OutputOptions):

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from ..config import RunConfig
 from ..data import DataError, load_dataset, shift_warning, standardization_record
+from ..devices import check_device
 from ..engine import RunStore, check_resume
 from ..experiments.compare import compare
 from ..metrics import EvalRecord, ParquetSink
@@ -224,11 +225,13 @@ def run_bench(
     straggler_only: bool = False,
     lab_workers: int | None = None,
     against: str = "",
+    device: str = "auto",
 ) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
     ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas
-    (None: the suite's own), ``straggler_only`` its straggler case alone; other suites refuse them.
+    (None: the suite's own), ``straggler_only`` its straggler case alone, ``device`` its replicas on
+    ``cpu`` or ``cuda``; other suites refuse them.
     """
     from ..experiments.bench import load_suite
 
@@ -242,6 +245,11 @@ def run_bench(
         raise SpecError(
             f"--lab-workers: {lab_workers} is not allowed without --netlab (it sizes the network lab)"
         )
+    if device != "auto" and (suite != "dml" or netlab):
+        where = "the network lab's hosts choose their own" if netlab else f"not {suite!r}"
+        raise SpecError(f"--device: only the dml suite on this machine's cluster takes a device ({where})")
+    if device == "cuda":  # before any cluster starts
+        check_device(device)
     if against and suite != "equivalence":
         raise SpecError(f"--against: only the equivalence suite compares with a revision, not {suite!r}")
     if suite == "equivalence" and not against:
@@ -254,6 +262,7 @@ def run_bench(
         "straggler_only": straggler_only,
         "lab_workers": lab_workers,
         "against": against,
+        "device": device if device != "auto" else "",
     }
     extra = {k: v for k, v in given.items() if v}
     load_suite(suite).run(out, quick=quick, **extra)

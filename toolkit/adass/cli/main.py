@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
                                   straggler_only=opts.straggler_only, lab_workers=opts.lab_workers,
-                                  against=opts.against)  # fmt: skip
+                                  against=opts.against, device=opts.device)  # fmt: skip
     except (SpecError, GroupConnectError, RunFailure) as err:
         print(f"adass {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -156,10 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-#: what a resume may change: how long it trains, where and on how many workers it runs, and when the
-#: divergence checks stop it (a run they stopped too early goes on from its last checkpoint)
+#: what a resume may change: how long it trains, where (on which device) and on how many workers it
+#: runs, and when the divergence checks stop it (a run they stopped too early goes on from its last
+#: checkpoint)
 RESUME_CHANGES = ("epochs", "workers", "replicas", "scheduler", "timeout_s", "detect_s", "restarts", "bind",
-                  "tls_ca", "tls_cert", "tls_key", "dask_dashboard", "diverge_factor", "chance_epochs")  # fmt: skip
+                  "tls_ca", "tls_cert", "tls_key", "dask_dashboard", "diverge_factor", "chance_epochs", "device")  # fmt: skip
 
 
 def _resume_changes(args: argparse.Namespace) -> dict[str, object]:

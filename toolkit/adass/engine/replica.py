@@ -1,5 +1,8 @@
 """What one replica holds: model, optimizer, its part of the data, sampler, counters and a flat
 gradient buffer; and how that state goes into and out of a checkpoint.
+
+Model, optimizer state and the flat gradient live on the replica's device (``--device``); its
+samples and the sampler's scores stay on the host, and every batch travels to the device.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import torch
 from ..codecs.base import stable_seed
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
+from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
 from ..sampling import build_sampler
@@ -40,6 +44,12 @@ class ReplicaState:
         ``(n,)`` positions of this replica's training samples in ``dataset``.
     sampler_seed : int
         Seed of this replica's sampler.
+
+    Attributes
+    ----------
+    device : torch.device
+        Where model, optimizer and gradients live: ``config.cluster.device`` (``auto`` resolved on
+        this machine; a Dask run hands its replicas the device it resolved with its workers).
     """
 
     def __init__(self, config: RunConfig, dataset: Dataset, indices: torch.Tensor, sampler_seed: int) -> None:
@@ -50,7 +60,10 @@ class ReplicaState:
         # replica trains on samples handed over from another's shard (``engine/work.py``)
         self.x_all, self.y_all = dataset.x_train, dataset.y_train
         self.x_test, self.y_test = dataset.x_test, dataset.y_test
-        self.model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
+        self.device = run_device(config.cluster.device)
+        # built on the host from the run seed, then moved: the same initial values on every device
+        model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
+        self.model = model.to(self.device)
         self.sampler = build_sampler(
             config.sampler.sampler, n=int(indices.numel()), seed=sampler_seed, epochs=o.epochs,
             feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
@@ -60,7 +73,7 @@ class ReplicaState:
         # zeroes with set_to_none=False, which keeps the views), the exchange averages it in place,
         # and the optimizer reads the views; nothing is concatenated or copied
         params = list(self.model.parameters())
-        self.flat_grad = torch.zeros(sum(p.numel() for p in params))
+        self.flat_grad = torch.zeros(sum(p.numel() for p in params), device=self.device)
         offset = 0
         for p in params:
             p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)

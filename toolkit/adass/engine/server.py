@@ -34,18 +34,19 @@ class ShardOptimizer:
 
     def __init__(self, params: torch.Tensor, config: RunConfig) -> None:
         self.config = config
-        self.params = params.detach().to(torch.float32).clone()
+        self.params = params.detach().to(torch.float32).clone()  # on ``params``' device
         self.optimizer = make_sgd([self.params], config)
 
     @classmethod
     def for_shard(
-        cls, config: RunConfig, shape: tuple[int, ...], classes: int, shard: int, servers: int
-    ) -> ShardOptimizer:
-        """Shard ``shard`` of ``servers`` of the initial model: built from the run seed, as every
-        replica builds it, so nothing needs to be sent before the first step."""
+        cls, config: RunConfig, shape: tuple[int, ...], classes: int, shard: int, servers: int,
+        device: torch.device | str = "cpu",
+    ) -> ShardOptimizer:  # fmt: skip
+        """Shard ``shard`` of ``servers`` of the initial model on ``device``: built from the run seed,
+        as every replica builds it, so nothing needs to be sent before the first step."""
         flat = flat_params(build_model(config.model.model, shape, classes, seed=config.optim.seed))
         lo, hi = ChunkLayout(flat.numel(), servers).chunks[shard]
-        return cls(flat[lo:hi], config)
+        return cls(flat[lo:hi].to(device), config)
 
     @torch.no_grad()
     def __call__(self, mean: torch.Tensor | None, epoch: int, share: float = 1.0) -> torch.Tensor:
@@ -63,8 +64,8 @@ class ShardOptimizer:
         return self.params.clone()
 
     def state_dict(self) -> dict[str, Any]:
-        """The parameters and the optimizer's state, as CPU tensors."""
-        return {"params": self.params.clone(), "optimizer": self.optimizer.state_dict()}
+        """The parameters and the optimizer's state (loaded back onto either device)."""
+        return {"params": self.params.detach().cpu().clone(), "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["params"].shape != self.params.shape:
@@ -81,4 +82,4 @@ def own_shard(exchange: Exchange, config: RunConfig, shape: tuple[int, ...], cla
     server = server_of(exchange)
     held = None if server is None else server.held_shard()
     if server is not None and held is not None and server.pulls_parameters:
-        server.own(ShardOptimizer.for_shard(config, shape, classes, *held))
+        server.own(ShardOptimizer.for_shard(config, shape, classes, *held, device=exchange.device))

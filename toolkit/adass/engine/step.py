@@ -1,5 +1,9 @@
 """The step kernel: counters, learning rate, backprop of one batch, forward-only refresh, optimizer
 step and evaluation. Every training loop of the toolkit is built from these pieces.
+
+Samples, indices and the sampler's scores stay on the host; each batch goes to the model's device
+(``model_device``) and its losses come back for the sampler, so one code path serves CPU and CUDA
+(on the CPU the moves are no-ops).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from ..config import RunConfig
 from ..sampling import Sampler
 
 __all__ = ["Counters", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "make_sgd",
-           "optimizer_step", "refresh_scores", "set_lr", "write_flat_params"]  # fmt: skip
+           "model_device", "optimizer_step", "refresh_scores", "set_lr", "write_flat_params"]  # fmt: skip
 
 
 @dataclass
@@ -64,15 +68,22 @@ def make_optimizer(
     return make_sgd(model.parameters(), config, momentum)
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """The device ``model``'s parameters live on (the CPU for a model without any)."""
+    first = next(model.parameters(), None)
+    return torch.device("cpu") if first is None else first.device
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``model`` on ``(x, y)``."""
     was_training = model.training
     model.eval()
+    device = model_device(model)
     loss_sum, correct = 0.0, 0
     for start in range(0, int(y.shape[0]), batch):
-        logits = model(x[start : start + batch])
-        target = y[start : start + batch]
+        logits = model(x[start : start + batch].to(device))
+        target = y[start : start + batch].to(device)
         loss_sum += float(F.cross_entropy(logits, target, reduction="sum"))
         correct += int((logits.argmax(1) == target).sum())
     model.train(was_training)
@@ -86,10 +97,11 @@ def refresh_scores(
     c: Counters, batch: int = 1024,
 ) -> None:  # fmt: skip
     """Forward-only pass over ``idx`` so the sampler sees fresh losses (counted as forwards)."""
+    device = model_device(model)
     for start in range(0, int(idx.numel()), batch):
         part = idx[start : start + batch]
-        losses = F.cross_entropy(model(x_all[part]), y_all[part], reduction="none")
-        sampler.observe(part, losses, {"path": c.path, "refresh": True})
+        losses = F.cross_entropy(model(x_all[part].to(device)), y_all[part].to(device), reduction="none")
+        sampler.observe(part, losses.to(part.device), {"path": c.path, "refresh": True})
         c.forwards += int(part.numel())
 
 
@@ -106,21 +118,23 @@ def backprop_batch(
     model.zero_grad(set_to_none=False)
     if idx.numel() == 0:
         return 0.0, 0
-    x, y = x_all[idx], y_all[idx]
+    device = model_device(model)
+    x, y = x_all[idx].to(device), y_all[idx].to(device)
     if sampler.two_pass:
         with torch.no_grad():
-            probe = F.cross_entropy(model(x), y, reduction="none")
+            probe = F.cross_entropy(model(x), y, reduction="none").to(idx.device)
         c.forwards += int(idx.numel())
         sampler.observe(idx, probe, {"path": c.path})
         weights = weights * sampler.backprop_weights(idx, probe)
         keep = weights > 0
-        idx, x, y, weights = idx[keep], x[keep], y[keep], weights[keep]
+        idx, weights = idx[keep], weights[keep]
+        x, y = x[keep.to(device)], y[keep.to(device)]
         if idx.numel() == 0:
             return float(probe.mean()), 0
     losses = F.cross_entropy(model(x), y, reduction="none")
     if not sampler.two_pass:
-        sampler.observe(idx, losses.detach(), {"path": c.path})
-    (losses * weights).sum().div(idx.numel()).backward()
+        sampler.observe(idx, losses.detach().to(idx.device), {"path": c.path})
+    (losses * weights.to(device)).sum().div(idx.numel()).backward()
     c.backprops += int(idx.numel())
     c.forwards += int(idx.numel())
     return float(losses.detach().mean()), int(idx.numel())

@@ -1,5 +1,9 @@
 """The Exchange protocol (``reduce(flat_grad, count)`` per rank), the exchange registry, and the
 check that an exchange, a codec and a memory can work together before anything runs.
+
+An exchange works on the device of the gradient it is given (its buffers are made there, its codec
+and memory follow the tensors they see); what arrives from peers is on the transport's ``device``,
+which is the replicas' device too.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from ..memory import Memory, build_pair
 from ..registry import Registry, SpecError, parse_spec
 from .link import CodecClock
 from .report import StepReport
-from .staging import through_host
 from .transport import Transfer, Transport
 
 __all__ = ["EXCHANGES", "Exchange", "check", "make_exchange", "output_buffer"]
@@ -88,6 +91,11 @@ class Exchange(ABC):
         self.clock = CodecClock()
 
     @property
+    def device(self) -> torch.device:
+        """Where this rank's payloads arrive and a server's sums are made: the transport's device."""
+        return self.transport.device
+
+    @property
     def epoch(self) -> int:
         """The epoch of the next ``reduce``; setting it sets the codec's (every rank alike)."""
         return self._epoch
@@ -103,12 +111,6 @@ class Exchange(ABC):
         momentum. False otherwise."""
         return self.memory is not None and self.memory.take_momentum(momentum)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("reduce")
-        if own is not None and not getattr(own, "through_host", False):  # CUDA gradients via the host
-            cls.reduce = through_host(own)  # type: ignore[method-assign]
-
     @abstractmethod
     def reduce(
         self, flat_grad: torch.Tensor, count: float | None = None, out: torch.Tensor | None = None
@@ -123,13 +125,14 @@ class Exchange(ABC):
             This worker's sample count in the step. None on every worker: equal weights, and no
             counts travel. Either all workers pass a count or none does.
         out : Tensor, optional
-            Contiguous float32 tensor of ``n`` values for the result; it may be ``flat_grad``
-            itself (an in-place reduce, like ``torch.distributed.all_reduce``).
+            Contiguous float32 tensor of ``n`` values on ``flat_grad``'s device for the result; it
+            may be ``flat_grad`` itself (an in-place reduce, like ``torch.distributed.all_reduce``).
 
         Returns
         -------
         Tensor
-            float32 ``(n,)`` (``out`` where given), bit-identical on every worker.
+            float32 ``(n,)`` on ``flat_grad``'s device (``out`` where given), bit-identical on every
+            worker.
         """
 
     def state_dict(self) -> dict[str, Any]:
@@ -177,14 +180,15 @@ class Exchange(ABC):
         return Transfer(phase, hop, chunk, self.step, self.epoch, raw_bytes)
 
 
-def output_buffer(out: torch.Tensor | None, n: int) -> torch.Tensor:
-    """``out`` checked (contiguous float32 with ``n`` values) as a flat view, or a new tensor."""
+def output_buffer(out: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """``out`` checked (contiguous float32 with ``like``'s values, on its device) as a flat view, or
+    a new tensor beside ``like``."""
+    n = like.numel()
     if out is None:
-        return torch.empty(n, dtype=torch.float32)
-    if out.dtype != torch.float32 or out.numel() != n or not out.is_contiguous():
-        raise ValueError(
-            f"out must be a contiguous float32 tensor of {n} values; got {out.dtype} {tuple(out.shape)}"
-        )
+        return torch.empty(n, dtype=torch.float32, device=like.device)
+    if out.dtype != torch.float32 or out.numel() != n or not out.is_contiguous() or out.device != like.device:
+        raise ValueError(f"out must be a contiguous float32 tensor of {n} values on {like.device}; got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")  # fmt: skip
     return out.view(-1)
 
 

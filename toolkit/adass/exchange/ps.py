@@ -201,7 +201,7 @@ class ParameterServer(Exchange, Server):
                 push = encode_own(self.codec, self.memory, x[lo:hi], self._key(s, 0)) if hi > lo else _EMPTY
             sends.append(t.isend(self.workers + s, self._tag_push(s, push, weight), self._meta("push", 0, s)))
         return self._finish(
-            layout, output_buffer(out, x.numel()), lambda s: self._take_pull(s, pulls[s].wait()), sends
+            layout, output_buffer(out, x), lambda s: self._take_pull(s, pulls[s].wait()), sends
         )
 
     def _finish(
@@ -274,7 +274,7 @@ class ParameterServer(Exchange, Server):
         if owner is None or total != 0:  # owners skip a step without samples (zero counts everywhere)
             require_positive(total)
         numel = pushes[0].numel
-        mean = torch.zeros(numel, dtype=torch.float32)
+        mean = torch.zeros(numel, dtype=torch.float32, device=self.device)
         with self.clock.decoding:
             for c, push in zip(counts, pushes, strict=True):
                 if numel and total:

@@ -167,7 +167,7 @@ class AsyncParameterServer(ParameterServer):
         staleness = self.version - version
         if share > 0:  # a push without samples (or skipped as non-finite) changes nothing
             with self.clock.decoding:
-                grad = self.codec.decode(push) if push.numel else torch.zeros(0)
+                grad = self.codec.decode(push) if push.numel else torch.zeros(0, device=self.device)
             self.shard_update(grad, self.epoch, share)
             self.version += 1
         return step, staleness

@@ -87,7 +87,7 @@ class ColocatedParameterServer(ParameterServer):
         replies: dict[int, Payload] = {}
         if mine is not None:
             replies[mine] = self._serve_own(mine, own_push, arriving, sends)
-        return self._finish(layout, output_buffer(out, x.numel()),
+        return self._finish(layout, output_buffer(out, x),
                             lambda s: replies[s] if s == mine else pulls[s].wait(), sends)  # fmt: skip
 
     def _serve_own(

@@ -1,5 +1,5 @@
-"""Start a gloo process group of local processes (spawned, loopback), run one function on every
-rank, and collect the results; no process outlives the call.
+"""Start a process group of local processes (spawned, loopback; gloo, or gloo beside nccl for ranks
+on GPUs), run one function on every rank, and collect the results; no process outlives the call.
 
 The ranks meet through a FileStore in a folder only this user can enter, not a TCP port any local
 process could reach.
@@ -45,7 +45,7 @@ def _plain(value: Any) -> Any:
 
 
 def _entry(fn: Callable, rank: int, world: int, store_file: str, timeout_s: float, threads: int,
-           args: tuple, results: Any) -> None:  # fmt: skip
+           args: tuple, results: Any, backend: str) -> None:  # fmt: skip
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
@@ -54,7 +54,7 @@ def _entry(fn: Callable, rank: int, world: int, store_file: str, timeout_s: floa
         timeout = timedelta(seconds=timeout_s)
         store = dist.FileStore(store_file, world)
         store.set_timeout(timeout)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
         results.put((rank, True, _plain(fn(rank, world, *args))))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         results.put((rank, False, traceback.format_exc()))
@@ -64,9 +64,10 @@ def _entry(fn: Callable, rank: int, world: int, store_file: str, timeout_s: floa
 
 
 def run_processes(
-    fn: Callable, world: int, args: tuple = (), timeout_s: float = 120.0, threads: int = 1
-) -> list[Any]:
-    """Run ``fn(rank, world, *args)`` in ``world`` spawned processes joined in a gloo group.
+    fn: Callable, world: int, args: tuple = (), timeout_s: float = 120.0, threads: int = 1,
+    backend: str = "gloo",
+) -> list[Any]:  # fmt: skip
+    """Run ``fn(rank, world, *args)`` in ``world`` spawned processes joined in one process group.
 
     Parameters
     ----------
@@ -81,6 +82,9 @@ def run_processes(
         Limit for the whole run and for every collective; past it all processes are killed.
     threads : int
         Intra-op threads per process.
+    backend : str
+        The group's backend: ``gloo``, or ``adass.devices.group_backend("cuda")`` for ranks that
+        move CUDA tensors over nccl (each rank then picks its GPU itself).
 
     Returns
     -------
@@ -98,7 +102,7 @@ def run_processes(
     results = ctx.Queue()
     folder = tempfile.TemporaryDirectory(prefix="adass-group-")  # mode 0700: this user's alone
     store_file = str(Path(folder.name) / "store")
-    procs = [ctx.Process(target=_entry, args=(fn, r, world, store_file, timeout_s, threads, args, results),
+    procs = [ctx.Process(target=_entry, args=(fn, r, world, store_file, timeout_s, threads, args, results, backend),
                          daemon=True, name=f"adass-gloo-{r}") for r in range(world)]  # fmt: skip
     out: dict[int, Any] = {}
     deadline = time.monotonic() + timeout_s

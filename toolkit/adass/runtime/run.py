@@ -129,8 +129,8 @@ def train(config: RunConfig, sink: Sink | None = None, progress: Callable[[EvalR
 
 
 def _parameters(states: list) -> list[list]:
-    """Every replica's final parameters, in rank order (copies: the models may train on)."""
-    return [[p.detach().clone() for p in state.model.parameters()] for state in states]
+    """Every replica's final parameters, in rank order (host copies: the models may train on)."""
+    return [[p.detach().cpu().clone() for p in state.model.parameters()] for state in states]
 
 
 def _counters(totals: dict[str, float]) -> Counters:

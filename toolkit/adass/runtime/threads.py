@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..data import Dataset
+from ..devices import run_device
 from ..engine import (
     AgreementBoard,
     Engine,
@@ -79,10 +80,11 @@ class ThreadsBackend:
             AgreementBoard(self.world, timeout_s),
         )
         link = config.exchange.link or None
+        device = run_device(config.cluster.device)  # every replica and server on this process's one device
         self.exchanges = [
             make_exchange(
                 config.exchange.exchange,
-                hub.transport(r, link),
+                hub.transport(r, link, device=device),
                 config.codec.codec,
                 memory=config.codec.memory,
                 seed=config.optim.seed,

@@ -33,7 +33,8 @@ class DenseAdd(PieceReducer):
     def __init__(self, ctx: Context, x: torch.Tensor, weighting: Weighting, pieces: list[Piece]) -> None:
         super().__init__(ctx, x, weighting, pieces)
         self.tail = TAIL if self.counted else 0
-        self.workspace = None if ctx.workspace is None else ctx.workspace(self.workspace_size(pieces))
+        size = self.workspace_size(pieces)
+        self.workspace = None if ctx.workspace is None else ctx.workspace(size, x.device)
 
     def workspace_size(self, pieces: list[Piece]) -> int:
         """Length of the workspace for ``pieces``: every value of ``x``, and a tail per piece."""
@@ -50,7 +51,7 @@ class DenseAdd(PieceReducer):
     def _region(self, piece: Piece) -> torch.Tensor:
         """Where partial sums of ``piece`` (values, then the count's slots) are made."""
         if self.workspace is None:
-            return torch.empty(self._len(piece) + self.tail, dtype=torch.float32)
+            return torch.empty(self._len(piece) + self.tail, dtype=torch.float32, device=self.x.device)
         lo = piece.lo + self.tail * piece.pid
         return self.workspace[lo : lo + piece.numel + self.tail]
 

@@ -116,7 +116,7 @@ class RingExchange(Exchange):
     ) -> torch.Tensor:
         self.clock.begin()
         x = flat_grad.detach().reshape(-1).to(torch.float32)
-        out = output_buffer(out, x.numel())
+        out = output_buffer(out, x)
         weighting = self._weighting(count)
         layout = ChunkLayout(x.numel(), self.transport.world, self.segment)
         self._n = x.numel()
@@ -160,10 +160,11 @@ class RingExchange(Exchange):
         workspace = None if self.transport.by_reference else self._workspace
         return Context(self.codec, self._key, self.memory, workspace)
 
-    def _workspace(self, size: int) -> torch.Tensor:
-        """A float32 buffer of ``size`` values kept from step to step (reducers that sum in place)."""
-        if self._buffer is None or self._buffer.numel() != size:
-            self._buffer = torch.empty(size, dtype=torch.float32)
+    def _workspace(self, size: int, device: torch.device) -> torch.Tensor:
+        """A float32 buffer of ``size`` values on ``device`` kept from step to step (reducers that
+        sum in place)."""
+        if self._buffer is None or self._buffer.numel() != size or self._buffer.device != device:
+            self._buffer = torch.empty(size, dtype=torch.float32, device=device)
         return self._buffer
 
     def repeat(self, phase: str, hop: int, pid: int) -> tuple | None:

@@ -46,7 +46,7 @@ class PlainRing(Exchange):
             raise ValueError("the plain ring averages with equal weights; pass no count")
         world, r, codec = self.transport.world, self.rank, self.codec
         x = flat_grad.detach().reshape(-1).to(torch.float32)
-        out = output_buffer(out, x.numel())
+        out = output_buffer(out, x)
         piece = {p.chunk: p for p in ChunkLayout(x.numel(), world).all_pieces()}  # empty chunks: none
         weight = 1.0 / world
 

@@ -75,7 +75,8 @@ class Context:
     memory : Memory or None
         The memory around this rank's own share (``adass.memory``); None: none.
     workspace : callable or None
-        ``workspace(size)``: a float32 buffer of ``size`` values kept from step to step, for
+        ``workspace(size, device)``: a float32 buffer of ``size`` values on ``device`` (the
+        gradient's) kept from step to step, for
         reducers that make partial sums in place; None where payloads travel by reference (in
         process), so partial sums must be new tensors.
     """
@@ -83,7 +84,7 @@ class Context:
     codec: Codec
     key: KeyFn
     memory: Memory | None = None
-    workspace: Callable[[int], torch.Tensor] | None = None
+    workspace: Callable[[int, torch.device], torch.Tensor] | None = None
 
 
 class Reducer:

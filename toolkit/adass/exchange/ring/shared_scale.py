@@ -33,7 +33,7 @@ class SharedScale(DirectAdd):
         local = [self.codec.local_scale(compensate(self.memory, self.share(p), self.key(p.pid, 0)),
                                         self.key(p.pid, 0)).reshape(-1) for p in pieces]  # fmt: skip
         self._sizes = [s.numel() for s in local]
-        return torch.cat(local).to(torch.float32) if local else torch.zeros(0)
+        return torch.cat(local).to(torch.float32) if local else torch.zeros(0, device=self.x.device)
 
     def agree(self, pieces: list[Piece], agreed: torch.Tensor) -> None:
         for p, scale in zip(pieces, agreed.split(self._sizes), strict=True):

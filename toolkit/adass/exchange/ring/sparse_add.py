@@ -77,7 +77,7 @@ class SparseAdd(DenseAdd):
 
     def _final(self, piece: Piece, out: torch.Tensor) -> torch.Tensor:
         if self.workspace is None:
-            return torch.empty(self.kept[piece.pid], dtype=torch.float32)
+            return torch.empty(self.kept[piece.pid], dtype=torch.float32, device=self.x.device)
         lo = self._offsets[piece.pid][1]
         return self.workspace[lo : lo + self.kept[piece.pid]]
 

@@ -129,6 +129,9 @@ class Transport(ABC):
         The link model: every delivered transfer gets ``sim_seconds`` from it.
     throttle : bool
         Also pace the real transfers so none finishes before ``link`` allows.
+    device : torch.device or str
+        Where received payloads are delivered: the device of this rank's gradients (the CPU by
+        default).
 
     Attributes
     ----------
@@ -148,12 +151,14 @@ class Transport(ABC):
     by_reference: bool = False
     between_hosts: bool = False
 
-    def __init__(self, rank: int, world: int, link: Link | None = None, throttle: bool = False) -> None:
+    def __init__(self, rank: int, world: int, link: Link | None = None, throttle: bool = False,
+                 device: torch.device | str = "cpu") -> None:  # fmt: skip
         if not 0 <= rank < world:
             raise ValueError(f"rank {rank} is not in a world of {world}")
         if throttle and link is None:
             raise ValueError("throttle=True needs a link model")
         self.rank, self.world = rank, world
+        self.device = torch.device(device)
         self.link = link
         self.clock = LinkClock(link) if throttle and link is not None else None
         self.log = TrafficLog()

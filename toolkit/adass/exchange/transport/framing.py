@@ -142,7 +142,9 @@ def _pack(payload: Payload, views: list[torch.Tensor], head: torch.Tensor | None
     start = 0 if head is None else head.numel()
     spans = _spans(layout_of(payload)) if views else []
     size = spans[-1][0] + spans[-1][1] if spans else 0
-    message = torch.empty(start + size, dtype=torch.uint8)
+    # a message with its head is for the host; a body alone stays where its tensors are
+    device = head.device if head is not None or not views else views[0].device
+    message = torch.empty(start + size, dtype=torch.uint8, device=device)
     if head is not None:
         message[:start] = head
     end = 0
@@ -164,13 +166,15 @@ def padding_bytes(layout: Layout) -> int:
     return sum(body_sizes(layout)) - sum(nbytes for _, nbytes in _spans(layout))
 
 
-def alloc_bodies(layout: Layout) -> list[torch.Tensor]:
-    """An empty uint8 buffer for the body message of ``layout`` (none where it has no bytes)."""
-    return [torch.empty(size, dtype=torch.uint8) for size in body_sizes(layout)]
+def alloc_bodies(layout: Layout, device: torch.device | str = "cpu") -> list[torch.Tensor]:
+    """An empty uint8 buffer on ``device`` for the body message of ``layout`` (none where it has no
+    bytes)."""
+    return [torch.empty(size, dtype=torch.uint8, device=device) for size in body_sizes(layout)]
 
 
-def assemble(frame: Frame, buffers: list[torch.Tensor]) -> Payload:
-    """The Payload of ``frame`` from its received body (its tensors are views of the body)."""
+def assemble(frame: Frame, buffers: list[torch.Tensor], device: torch.device | str = "cpu") -> Payload:
+    """The Payload of ``frame`` from its received body (its tensors are views of the body; empty
+    ones are made on ``device``, the body's)."""
     tensors, spans = {}, iter(_spans(frame.layout))
     for name, dtype, shape in frame.layout:
         kind = getattr(torch, dtype)
@@ -178,7 +182,7 @@ def assemble(frame: Frame, buffers: list[torch.Tensor]) -> Payload:
             offset, nbytes = next(spans)
             tensors[name] = buffers[0][offset : offset + nbytes].view(kind).reshape(shape)
         else:
-            tensors[name] = torch.empty(shape, dtype=kind)
+            tensors[name] = torch.empty(shape, dtype=kind, device=device)
     return Payload(tensors, frame.numel, frame.header, frame.header_bytes)
 
 

@@ -6,6 +6,14 @@ travel as the bare tensor. On a throttled transport a bare tensor is preceded by
 (send and release times, on a fourth tag), so the receiver paces it from when it was sent, as it
 does framed payloads; a small one (up to ``JOINED_STAMP_MAX_BYTES``) travels in one message with
 its stamp, on the stamp's tag, since a second message would cost it more than its bytes.
+
+Heads, overflow and stamps are host tensors and go over gloo. Bodies travel on the transport's wire
+device: the gradients' own device where the group carries it (CUDA tensors over nccl, in a group
+made ``cpu:gloo,cuda:nccl``), the host otherwise, through a copy on each side. Every rank of a group
+decides alike, so a body is received where it was sent from. nccl runs a pair's messages in both
+directions on one stream, where a receive posted before a send to the same peer (a ring of two, the
+scale agreement) would wait for ever; device bodies therefore go over two nccl groups, one per
+direction (to a higher rank, to a lower one), each in the order posted, as the body tag is.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from .base import RecvHandle, SendHandle, Transfer, Transport
 from .layouts import LayoutMemory
 from .segments import LOOPBACK_SEGMENT_BYTES
 
-__all__ = ["JOINED_STAMP_MAX_BYTES", "GlooTransport"]
+__all__ = ["JOINED_STAMP_MAX_BYTES", "GlooTransport", "wire_device"]
 
 # Bare tensors up to this size go out behind their stamp in one message (a copy of at most this
 # much on each side), larger ones in two. Both sides decide from the agreed size alone.
@@ -34,6 +42,29 @@ _STAMP_BYTES = 16  # send and release times, float64
 def _joined(nbytes: int) -> bool:
     """Whether a throttled bare tensor of ``nbytes`` travels in one message with its stamp."""
     return nbytes <= JOINED_STAMP_MAX_BYTES
+
+
+def wire_device(group: dist.ProcessGroup | None, device: torch.device) -> torch.device:
+    """Where bodies of a transport on ``device`` travel: ``device`` itself where the group's backend
+    carries it (the host always; CUDA where the group has nccl), the host otherwise."""
+    if device.type == "cpu" or (device.type == "cuda" and "nccl" in str(dist.get_backend(group))):
+        return device
+    return torch.device("cpu")
+
+
+def _direction_groups(group: dist.ProcessGroup | None) -> tuple[dist.ProcessGroup, dist.ProcessGroup]:
+    """Two nccl groups over ``group``'s ranks: bodies to a higher rank, bodies to a lower one (made
+    by every rank of the default group alike, as ``new_group`` requires)."""
+    ranks = None if group is None else dist.get_process_group_ranks(group)
+    return dist.new_group(ranks, backend="nccl"), dist.new_group(ranks, backend="nccl")
+
+
+def _on(payload: Payload, device: torch.device) -> Payload:
+    """``payload`` with its tensors on ``device`` (the same object where they are there already)."""
+    if all(t.device == device for t in payload.tensors.values()):
+        return payload
+    tensors = {k: t.to(device) for k, t in payload.tensors.items()}
+    return Payload(tensors, payload.numel, payload.header, payload.header_bytes)
 
 
 class _Sent(SendHandle):
@@ -60,7 +91,7 @@ class _Recv(RecvHandle):
         self.layout = framing.layout_of(like) if like is not None else None
         self.bodies: list[torch.Tensor] = []
         self.body_works: list = []
-        if self.layout is not None:  # head and body in one message, on the body tag
+        if self.layout is not None:  # head and body in one message, on the body tag (host wires only)
             sizes = framing.body_sizes(self.layout)
             message = torch.empty(framing.HEAD_BYTES + sum(sizes), dtype=torch.uint8)
             self.head, self.bodies = (
@@ -81,10 +112,11 @@ class _Recv(RecvHandle):
         frame = self._frame()
         for w in self.body_works:
             w.wait()
-        payload = framing.assemble(frame, self.bodies)
+        t = self.transport
+        payload = _on(framing.assemble(frame, self.bodies, t.wire), t.device)
         if self.remember is not None:
-            self.transport.layouts.received(self.remember, payload)
-        self.transport._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
+            t.layouts.received(self.remember, payload)
+        t._deliver(self.src, payload, frame.meta, frame.sent_at, frame.not_before)
         return payload
 
     def _frame(self) -> framing.Frame:
@@ -99,7 +131,7 @@ class _Recv(RecvHandle):
         frame = framing.unpack_head(self.head, overflow)
         t.log.frame_bytes += framing.HEAD_BYTES + extra + framing.padding_bytes(frame.layout)
         if self.layout is None:
-            self._post_bodies(framing.alloc_bodies(frame.layout))
+            self._post_bodies(framing.alloc_bodies(frame.layout, t.wire))
         elif frame.layout != self.layout:
             raise RuntimeError(
                 f"rank {t.rank}: payload from {self.src} has layout {frame.layout}, expected {self.layout}"
@@ -130,8 +162,9 @@ class _RecvAny(_Recv):
 
 
 class _RecvValues(RecvHandle):
-    """A receive of one agreed tensor, posted straight into its destination (no frame); on a
-    throttled transport its stamp comes first, on a tag of its own."""
+    """A receive of one agreed tensor, posted straight into its destination (no frame), or into a
+    copy on the wire device where the destination is elsewhere; on a throttled transport its stamp
+    comes first, on a tag of its own."""
 
     def __init__(
         self, transport: GlooTransport, src: int, into: torch.Tensor, numel: int, meta: Transfer
@@ -140,6 +173,7 @@ class _RecvValues(RecvHandle):
         self.transport, self.src, self.values, self.numel, self.meta = transport, src, into, numel, meta
         self.posted_at = time.time()
         self.stamp = self.joined = None
+        self.wired = into  # where the body is received (a host copy of ``into`` on a host wire)
         if transport.clock is not None and _joined(into.numel() * into.element_size()):
             self.joined = torch.empty(_STAMP_BYTES + into.numel() * into.element_size(), dtype=torch.uint8)
             self.work = transport._post_recv(self.joined, src, transport.tag_stamp)
@@ -147,10 +181,14 @@ class _RecvValues(RecvHandle):
         if transport.clock is not None:
             self.stamp = torch.empty(2, dtype=torch.float64)
             self.stamp_work = transport._post_recv(self.stamp, src, transport.tag_stamp)
-        self.work = transport._post_recv(into, src, transport.tag_body)
+        if into.device != transport.wire:
+            self.wired = torch.empty_like(into, device=transport.wire)
+        self.work = transport._post_recv(self.wired, src, transport.tag_body)
 
     def _complete(self) -> Payload:
         self.work.wait()
+        if self.wired is not self.values:
+            self.values.copy_(self.wired)
         payload = Payload({"values": self.values}, self.numel)
         t = self.transport
         if self.joined is not None:  # stamp, then the body, copied into place
@@ -191,6 +229,9 @@ class GlooTransport(Transport):
     tag_base : int
         First of the four tags used (head, overflow, body, stamp); separate transports on one
         group need separate tag ranges.
+    device : torch.device or str
+        Where this rank's gradients live and received payloads are delivered (see
+        :func:`wire_device` for where their bodies travel).
     """
 
     def __init__(
@@ -201,11 +242,14 @@ class GlooTransport(Transport):
         segment_bytes: int = LOOPBACK_SEGMENT_BYTES,
         tag_base: int = 0,
         between_hosts: bool = False,
+        device: torch.device | str = "cpu",
     ) -> None:
         if not dist.is_initialized():
             raise RuntimeError("GlooTransport needs torch.distributed.init_process_group first")
         self.group = group
-        super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle)
+        super().__init__(dist.get_rank(group), dist.get_world_size(group), parse_link(link), throttle, device)
+        self.wire = wire_device(group, self.device)
+        self._directions = None if self.wire.type == "cpu" else _direction_groups(group)
         self.segment_bytes, self.between_hosts = segment_bytes, between_hosts
         self.tag_head, self.tag_overflow, self.tag_body = tag_base + 1, tag_base + 2, tag_base + 3
         self.tag_stamp = tag_base + 4
@@ -214,16 +258,34 @@ class GlooTransport(Transport):
         self._pg = group if group is not None else dist.group.WORLD
         self.layouts = LayoutMemory()  # of repeating transfers, by (peer, repeat)
 
+    def _group_for(self, tensor: torch.Tensor, peer: int, sending: bool) -> dist.ProcessGroup:
+        """The group a message travels in: host tensors in the transport's own (tagged), device
+        bodies in the nccl group of their direction."""
+        if self._directions is None or tensor.device.type == "cpu":
+            return self._pg
+        upward = peer > self.rank if sending else peer < self.rank
+        return self._directions[0 if upward else 1]
+
     def _post_recv(self, tensor: torch.Tensor, src: int, tag: int):
-        return self._pg.recv([tensor], src, tag)
+        return self._group_for(tensor, src, False).recv([tensor], src, tag)
 
     def _post_send(self, tensor: torch.Tensor, dst: int, tag: int):
         self.log.wire_messages += 1
-        return self._pg.send([tensor], dst, tag)
+        return self._group_for(tensor, dst, True).send([tensor], dst, tag)
+
+    def _send_body(self, body: torch.Tensor, dst: int, tag: int) -> tuple[object, torch.Tensor]:
+        """Post ``body`` on the wire device (copied there where it lives elsewhere); returns the work
+        and the tensor to keep alive until it completes."""
+        wired = body if body.device == self.wire else body.to(self.wire)
+        return self._post_send(wired, dst, tag), wired
+
+    def _host_wire(self) -> bool:
+        """Whether bodies travel as host tensors (then a head may share their message)."""
+        return self.wire.type == "cpu"
 
     def isend(self, dst: int, payload: Payload, meta: Transfer, repeat: Hashable | None = None) -> SendHandle:
         self._check_peer(dst)
-        joined = repeat is not None and self.layouts.joined((dst, repeat), payload)
+        joined = repeat is not None and self._host_wire() and self.layouts.joined((dst, repeat), payload)
         works, keep = [], []
         sent_at, not_before = self._stamp(payload.nbytes)
         head, overflow = framing.pack_head(payload, meta, sent_at, not_before, src=self.rank)
@@ -237,14 +299,16 @@ class GlooTransport(Transport):
             works.append(self._post_send(overflow, dst, self.tag_overflow))
             keep.append(overflow)
         for body in bodies:
-            works.append(self._post_send(body, dst, self.tag_body))
-            keep.append(body)
+            work, wired = self._send_body(body, dst, self.tag_body)
+            works.append(work)
+            keep.append(wired)
         self.log.sent(payload.nbytes)
         return _Sent(works, keep)
 
     def irecv(self, src: int, repeat: Hashable | None = None) -> RecvHandle:
         key = None if repeat is None else (src, repeat)
-        return _Recv(self, src, None if key is None else self.layouts.expected(key), key)
+        like = None if key is None or not self._host_wire() else self.layouts.expected(key)
+        return _Recv(self, src, like, key)
 
     def recv_any(self, sources: range) -> tuple[int, Payload]:
         handle = _RecvAny(self)
@@ -257,7 +321,9 @@ class GlooTransport(Transport):
         nbytes = values.numel() * values.element_size()
         works, keep = [], [values]
         if self.clock is None:
-            works.append(self._post_send(values, dst, self.tag_body))
+            work, wired = self._send_body(values, dst, self.tag_body)
+            works.append(work)
+            keep.append(wired)
         elif _joined(nbytes):  # one message: the stamp the receiver paces this transfer by, the body
             message = torch.empty(_STAMP_BYTES + nbytes, dtype=torch.uint8)
             message[:_STAMP_BYTES] = torch.tensor(self._stamp(nbytes), dtype=torch.float64).view(torch.uint8)
@@ -267,8 +333,9 @@ class GlooTransport(Transport):
         else:
             stamp = torch.tensor(self._stamp(nbytes), dtype=torch.float64)
             works.append(self._post_send(stamp, dst, self.tag_stamp))
-            works.append(self._post_send(values, dst, self.tag_body))
-            keep.append(stamp)
+            work, wired = self._send_body(values, dst, self.tag_body)
+            works.append(work)
+            keep += [stamp, wired]
         self.log.sent(nbytes)
         return _Sent(works, keep)
 

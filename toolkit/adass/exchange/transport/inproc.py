@@ -11,6 +11,8 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+import torch
+
 from ...codecs.base import Payload
 from ..link import Link, parse_link
 from .base import RecvHandle, SendHandle, Transfer, Transport
@@ -47,9 +49,11 @@ class InProcHub:
         self._queues = {(s, d): queue.SimpleQueue() for s in range(world) for d in range(world) if s != d}
         self._aborted = threading.Event()
 
-    def transport(self, rank: int, link: str | Link | None = None, throttle: bool = False) -> InProcTransport:
-        """The endpoint of ``rank``."""
-        return InProcTransport(self, rank, parse_link(link), throttle)
+    def transport(self, rank: int, link: str | Link | None = None, throttle: bool = False,
+                  device: torch.device | str = "cpu") -> InProcTransport:  # fmt: skip
+        """The endpoint of ``rank``, whose gradients live on ``device`` (payloads travel by
+        reference, so every rank of a hub works on one device)."""
+        return InProcTransport(self, rank, parse_link(link), throttle, device)
 
     def abort(self) -> None:
         """Make every pending and future receive raise (a peer failed)."""
@@ -110,8 +114,9 @@ class InProcTransport(Transport):
     segment_bytes = None
     by_reference = True
 
-    def __init__(self, hub: InProcHub, rank: int, link: Link | None = None, throttle: bool = False) -> None:
-        super().__init__(rank, hub.world, link, throttle)
+    def __init__(self, hub: InProcHub, rank: int, link: Link | None = None, throttle: bool = False,
+                 device: torch.device | str = "cpu") -> None:  # fmt: skip
+        super().__init__(rank, hub.world, link, throttle, device)
         self.hub = hub
 
     def isend(self, dst: int, payload: Payload, meta: Transfer, repeat: Hashable | None = None) -> SendHandle:

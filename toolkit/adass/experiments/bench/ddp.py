@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ...allocator import keep_freed_memory
 from ...config import RunConfig
 from ...data import load_dataset
+from ...devices import local_device
 from ...engine import Engine, ReplicaState, TorchAgreement, set_lr
 from ...registry import SpecError
 from ...runtime.cluster import ClusterHandle
@@ -167,11 +168,12 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvou
         store = tcp_store(*rendezvous, rank, world, timeout)
     else:
         store = DaskStore(rendezvous, timeout)
-    init_group(store, rank, world, timeout_s, host=host, bind=run.cluster.bind or None)
+    device = local_device(run.cluster.device)  # resolved with the workers by the caller
+    init_group(store, rank, world, timeout_s, host=host, bind=run.cluster.bind or None, device=device)
     try:
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
         engine = Engine(state, TorchAgreement())
-        model = DistributedDataParallel(state.model)
+        model = DistributedDataParallel(state.model)  # all-reduces over nccl on CUDA, gloo on the CPU
         attach_hook(model, hook)
         rows: list[dict[str, Any]] = []
         epoch_s: list[float] = []
@@ -185,7 +187,7 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvou
                 idx = order[part]
                 t0 = time.perf_counter()
                 state.optimizer.zero_grad(set_to_none=False)
-                loss = _local_step(model, state.x[idx], state.y[idx])
+                loss = _local_step(model, state.x[idx].to(state.device), state.y[idx].to(state.device))
                 step_s = time.perf_counter() - t0
                 state.optimizer.step()
                 rows.append({"epoch": epoch, "step": step, "rank": rank, "samples": int(idx.numel()),

@@ -31,6 +31,7 @@ from ...data import load_dataset
 from ...metrics import MemorySink, StepRecord
 from ...runtime import train
 from ...runtime.cluster import ClusterHandle, connect, train_distributed
+from ...runtime.cluster.gpus import device_on_workers
 from ...tables import markdown_table
 from . import dml_colocated, dml_straggler, write_report
 from .ddp import train_ddp
@@ -280,14 +281,14 @@ def _warm_up(base: RunConfig, handle: ClusterHandle, workers: int) -> None:
                       sink=MemorySink(), run_id="dml-warm-up")  # fmt: skip
 
 
-def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float]) -> list[str]:
+def _header(plan: Plan, elapsed_s: float, load: tuple[float, float, float], device: str) -> list[str]:
     s = plan.setting
     return [
         "# adass bench dml", "",
         f"`{s['data']}`, `{s['model']}`, global batch {s['batch_size']} (each replica's samples split evenly over the steps), "
         f"lr {s['lr']}, {s['epochs']} epochs, sampler `full`, seed 0; one LocalCluster (one thread per "
-        f"worker); host with {os.cpu_count()} CPUs, load average {load[0]:.1f} at the start; "
-        f"{elapsed_s:.0f} s in all.", "",
+        f"worker); replicas on `{device}`; host with {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.1f} at the start; {elapsed_s:.0f} s in all.", "",
         f"qsgd on the ring runs `{QSGD_RING}`. DDP, ring fp32 and PS fp32 (no link) ran {plan.ddp_pairs} "
         "alternating rounds per P: their rows are the median runs, and ring fp32's step_vs_ddp and "
         "epoch_vs_ps are the medians of the per-round ratios (other ring rows: epoch over the PS row of "
@@ -306,6 +307,7 @@ def run(
     netlab: str = "",
     straggler_only: bool = False,
     lab_workers: int | None = None,
+    device: str = "auto",
 ) -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
     averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed), with part (c),
@@ -325,6 +327,8 @@ def run(
         Replicas P on the lab (None: the lab suite's own).
     straggler_only : bool
         Run part (d), the straggler case, alone and return its table.
+    device : {"auto", "cpu", "cuda"}
+        Where every arm's replicas train (``--device``; DDP's ranks too).
 
     Returns
     -------
@@ -336,20 +340,22 @@ def run(
 
         return run_lab(out_dir, netlab, quick=quick, workers=lab_workers)
     if straggler_only:
-        return dml_straggler.run(out_dir, quick=quick)
+        return dml_straggler.run(out_dir, quick=quick, device=device)
     plan = QUICK if quick else FULL
     start, load = time.perf_counter(), os.getloadavg()
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
+    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, device=device)
     servers = max(base.replace(exchange=e).servers for e in EXCHANGES)
-    with connect(n_workers=max(plan.workers) + servers) as handle:
+    with connect(n_workers=max(plan.workers) + servers, device=device) as handle:
+        # every arm on the device the workers resolve (DDP's ranks read it from the configuration)
+        base = device_on_workers(base, handle.client, handle.workers())
         if plan.warm_up:
             _warm_up(base, handle, max(plan.workers))
         grid = _exchange_grid(base, handle, plan.workers, plan.ddp_pairs)
         runs = _adass_runs(base, handle, plan)
     adass = _adass_summary(runs)
     colocated_plan = dml_colocated.QUICK_PLAN if quick else dml_colocated.FULL_PLAN
-    colocated = dml_colocated.grid(colocated_plan)
-    text = _header(plan, time.perf_counter() - start, load)
+    colocated = dml_colocated.grid(colocated_plan, device=device)
+    text = _header(plan, time.perf_counter() - start, load, base.cluster.device)
     text += ["## (a) exchanges x codecs x links, beside DDP", "", markdown_table(grid), "",
              f"## (b) ADASS distributed vs single process: `{plan.adass}`, {plan.adass_epochs} epochs, "
              f"seeds {', '.join(map(str, plan.adass_seeds))}", "",
@@ -360,5 +366,5 @@ def run(
     text += dml_colocated.section(colocated_plan, colocated, "## (c) colocated PS vs dedicated servers")
     write_report(out_dir, "dml", text, {"dml": grid, "dml_adass": adass, "dml_adass_runs": runs,
                                         "dml_colocated": colocated})  # fmt: skip
-    dml_straggler.run(out_dir, quick=quick)  # part (d), on a cluster of its own size
+    dml_straggler.run(out_dir, quick=quick, device=device)  # part (d), on a cluster of its own size
     return grid

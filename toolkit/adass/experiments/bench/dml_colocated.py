@@ -77,13 +77,14 @@ def measure(base: RunConfig, handle: ClusterHandle, plan: ColocatedPlan, update:
             "wire_MB_epoch": result.totals["wire_bytes"] / epochs / 1e6, "test_acc": result.final.test_acc}  # fmt: skip
 
 
-def grid(plan: ColocatedPlan) -> pd.DataFrame:
-    """Every update x placement, ``plan.rounds`` alternating rounds on one cluster of P + S workers;
-    the rows are each arm's median run, the colocated ratio the median of the per-round ratios."""
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0)
+def grid(plan: ColocatedPlan, device: str = "auto") -> pd.DataFrame:
+    """Every update x placement, ``plan.rounds`` alternating rounds on one cluster of P + S workers
+    whose replicas train on ``device``; the rows are each arm's median run, the colocated ratio the
+    median of the per-round ratios."""
+    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, device=device)
     dedicated = base.replace(workers=plan.workers, exchange=spec(plan.servers, "replica", "dedicated"))
     rows = []
-    with connect(n_workers=plan.workers + dedicated.servers) as handle:
+    with connect(n_workers=plan.workers + dedicated.servers, device=device) as handle:
         for update in ("replica", "server"):
             runs = {p: [] for p in PLACEMENTS}
             for _ in range(plan.rounds):

@@ -107,7 +107,7 @@ def targets(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["goal", "met", "measured"])
 
 
-def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
+def run(out_dir: Path, quick: bool = False, device: str = "auto") -> pd.DataFrame:
     """Run every arm under every straggler of the plan, print the tables and write
     ``dml_straggler.md``, ``dml_straggler.csv`` and ``dml_straggler_runs.csv`` (one row per seed).
 
@@ -117,6 +117,8 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
         Folder for the tables (created if missing).
     quick : bool
         A smoke run: tiny synthetic data, P = 2, one epoch, one seed.
+    device : {"auto", "cpu", "cuda"}
+        Where the replicas train (``--device``).
 
     Returns
     -------
@@ -126,10 +128,11 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     plan = QUICK if quick else FULL
     start, load = time.perf_counter(), os.getloadavg()
     rows = []
-    with connect(n_workers=plan.workers + 1) as handle:  # the PS arms' server takes the extra worker
+    # the PS arms' server takes the extra worker
+    with connect(n_workers=plan.workers + 1, device=device) as handle:
         for straggler in plan.stragglers:
             base = RunConfig.from_flat(
-                **plan.setting, sampler="full", workers=plan.workers, straggler=straggler
+                **plan.setting, sampler="full", workers=plan.workers, straggler=straggler, device=device
             )
             for seed in plan.seeds:  # arms side by side within each seed, so drifts of the host hit all
                 for arm, exchange in ARMS.items():

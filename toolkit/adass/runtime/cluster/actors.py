@@ -17,6 +17,7 @@ from distributed import get_worker
 
 from ...config import RunConfig
 from ...data import load_dataset
+from ...devices import local_device
 from ...engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard, read_state, write_state
 from ...exchange import GlooTransport, as_server, make_exchange
 from ...exchange.transport import is_loopback, segment_bytes_for
@@ -75,8 +76,9 @@ class _Member:
     def _join(self, rendezvous: Any, secret: bytes, timeout_s: float) -> None:
         """Join the run's process group through its rendezvous actor; every pair proves ``secret``."""
         store = DaskStore(rendezvous, datetime.timedelta(seconds=timeout_s))
+        device = local_device(self.config.cluster.device)  # the client resolved auto with every worker
         init_group(store, self.rank, self.world, timeout_s, host=self.host(), bind=self.config.cluster.bind or None,
-                   secret=secret)  # fmt: skip
+                   secret=secret, device=device)  # fmt: skip
         # every rank takes part in creating the replicas' group, members or not
         self.replica_group = dist.new_group(ranks=list(range(self.replicas)))
         prove_peers(secret, self.rank, self.world, self.replica_group, what="the replicas' group")
@@ -84,7 +86,7 @@ class _Member:
         # pipeline pieces between hosts, whole chunks when every peer is on this machine
         host = self.host()
         transport = GlooTransport(link=link, throttle=link is not None, segment_bytes=segment_bytes_for(host),
-                                  between_hosts=not is_loopback(host))  # fmt: skip
+                                  between_hosts=not is_loopback(host), device=device)  # fmt: skip
         self.exchange = make_exchange(
             self.config.exchange.exchange, transport, self.config.codec.codec, memory=self.config.codec.memory,
             seed=self.config.optim.seed, run=self.run_id,
@@ -147,7 +149,7 @@ class Replica(_Member):
         await asyncio.to_thread(work)
 
     async def parameters(self) -> list[torch.Tensor]:
-        return [p.detach().clone() for p in self.engine.state.model.parameters()]
+        return [p.detach().cpu().clone() for p in self.engine.state.model.parameters()]  # for any client
 
 
 class Server(_Member):

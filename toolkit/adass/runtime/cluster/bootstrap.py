@@ -12,13 +12,13 @@ import datetime
 import re
 import socket
 
-import torch
 import torch.distributed as dist
 
+from ...devices import group_backend
 from .binding import apply_binding, choose_binding
 from .rendezvous import PeerProofError, prove_peers
 
-__all__ = ["GroupConnectError", "backend", "destroy_group", "init_group", "tcp_store"]
+__all__ = ["GroupConnectError", "destroy_group", "init_group", "tcp_store"]
 
 _ADDRESS_KEY = "adass/address/{rank}"  # each rank's advertised address, read back to explain a failure
 _SOURCE = re.compile(r"\[/[^\]]*\]\s*")  # gloo's "[/path/file.cc:152]" source locations
@@ -28,17 +28,14 @@ class GroupConnectError(RuntimeError):
     """A rank could not join the process group; the message is one line (ranks, addresses, reason)."""
 
 
-def backend() -> str:
-    """``nccl`` where CUDA is present, else ``gloo``."""
-    return "nccl" if torch.cuda.is_available() else "gloo"
-
-
 def init_group(store: dist.Store, rank: int, world: int, timeout_s: float, host: str | None = None,
-               bind: str | None = None, secret: bytes | None = None) -> None:  # fmt: skip
+               bind: str | None = None, secret: bytes | None = None, device: str = "cpu") -> None:  # fmt: skip
     """Join the default process group (blocking until every rank has joined or the timeout passes).
 
-    The exchanges send point-to-point messages over gloo; with CUDA present the group is created
-    with both backends (``cuda:nccl,cpu:gloo``) so collectives on GPU tensors use nccl.
+    The backend follows the run's device (:func:`adass.devices.group_backend`): gloo for a run on
+    the CPU; for a run on CUDA (every rank on a GPU) the group has both backends
+    (``cpu:gloo,cuda:nccl``), so gradient bodies travel over nccl and host tensors (frame heads,
+    agreements) over gloo.
 
     Parameters
     ----------
@@ -55,6 +52,8 @@ def init_group(store: dist.Store, rank: int, world: int, timeout_s: float, host:
         Override: an interface name or an address of this machine to bind instead.
     secret : bytes, optional
         The run's secret: once connected, every pair proves it (:func:`prove_peers`).
+    device : {"cpu", "cuda"}
+        The run's device, resolved (``auto`` is decided before the ranks start).
 
     Raises
     ------
@@ -75,9 +74,8 @@ def init_group(store: dist.Store, rank: int, world: int, timeout_s: float, host:
     except RuntimeError as err:
         raise GroupConnectError(f"rank {rank} of {world} could not reach the rendezvous: {_reason(err)}") from None
     peers = _peer_addresses(store, rank, world)  # read now: after a failure the store may be gone
-    name = "cpu:gloo,cuda:nccl" if backend() == "nccl" else "gloo"
     try:
-        dist.init_process_group(name, store=store, rank=rank, world_size=world, timeout=timeout)
+        dist.init_process_group(group_backend(device), store=store, rank=rank, world_size=world, timeout=timeout)
         if secret is not None:
             prove_peers(secret, rank, world)
     except PeerProofError as err:

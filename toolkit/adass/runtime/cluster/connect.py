@@ -1,4 +1,5 @@
-"""Connect to Dask: an embedded LocalCluster (processes, one thread each) or a scheduler address."""
+"""Connect to Dask: an embedded cluster (processes, one thread each; one worker per GPU where
+dask-cuda is installed and there are GPUs enough, see ``gpus.py``) or a scheduler address."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ...failures import RunFailure, one_line
 from ...registry import SpecError
 from ...scheduler_address import parse_scheduler_address
 from .credentials import temporary_security, user_security
+from .gpus import cluster_class
 
 __all__ = ["ClusterHandle", "connect", "reachable"]
 
@@ -82,7 +84,7 @@ class ClusterHandle:
 
 def connect(
     address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0,
-    security: Security | None = None, dashboard: bool = False,
+    security: Security | None = None, dashboard: bool = False, device: str = "auto",
 ) -> ClusterHandle:  # fmt: skip
     """A Dask client with at least ``n_workers`` workers.
 
@@ -104,6 +106,10 @@ def connect(
     dashboard : bool
         Embedded cluster: serve Dask's own dashboard on a free port of 127.0.0.1. It is plain HTTP
         without a login (logs, worker addresses, call stacks), so it is off unless asked for.
+    device : {"auto", "cpu", "cuda"}
+        The run's ``--device``: unless ``cpu``, the embedded cluster is dask-cuda's
+        ``LocalCUDACluster`` (a GPU per worker) where dask-cuda is installed and the machine has a
+        GPU for each of the ``n_workers``.
 
     Raises
     ------
@@ -133,7 +139,7 @@ def connect(
     pages = {} if dashboard else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
     embedded_security = temporary_security()
     with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **pages, **dask_config()}):
-        cluster = LocalCluster(
+        cluster = cluster_class(n_workers, device)(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address="127.0.0.1:0" if dashboard else None, memory_limit=0, silence_logs=logging.CRITICAL,
             security=embedded_security,
@@ -166,4 +172,4 @@ def connect_for(config: Any, n_workers: int) -> ClusterHandle:
     c = config.cluster
     security = user_security(c.tls_ca, c.tls_cert, c.tls_key)
     return connect(c.scheduler or None, n_workers=n_workers, detect_s=c.detect_s, security=security,
-                   dashboard=c.dask_dashboard)  # fmt: skip
+                   dashboard=c.dask_dashboard, device=c.device)  # fmt: skip

@@ -41,6 +41,7 @@ from ..replica_count import check_replica_count
 from .actors import Replica, Server
 from .connect import ClusterHandle, connect_for
 from .events import topic_for
+from .gpus import device_on_workers
 from .rendezvous import KeyValue
 from .waiting import call_all, wait_all
 
@@ -211,6 +212,8 @@ def train_distributed(
     handle = handle or connect_for(config, world)
     faults: list[dict[str, Any]] = []
     try:
+        # --device auto: CUDA where each of the run's workers has a GPU; the actors get it resolved
+        config = device_on_workers(config, handle.client, handle.workers()[:world])
         if on_ready is not None:
             on_ready(handle)
         if checkpoint is not None and hasattr(sink, "resume"):
