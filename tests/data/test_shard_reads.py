@@ -52,7 +52,11 @@ def test_a_shard_read_alone_equals_the_whole_reads_shard(specs, name, sharding):
         assert torch.equal(shard.x, whole.x_train[indices]), rank  # bit for bit: same statistics, same rows
         assert torch.equal(shard.y, whole.y_train[indices])
         assert torch.equal(shard.x_test, whole.x_test) and torch.equal(shard.y_test, whole.y_test)
-        assert (shard.shape, shard.classes, shard.n_train) == (tuple(whole.shape), whole.classes, whole.n_train)
+        assert (shard.shape, shard.classes, shard.n_train) == (
+            tuple(whole.shape),
+            whole.classes,
+            whole.n_train,
+        )
 
 
 def test_a_replica_keeps_its_shard_and_the_test_split_only(specs):

@@ -3,6 +3,7 @@ refused in one line naming the URL and what to install."""
 
 from __future__ import annotations
 
+import importlib.util
 import pickle
 from pathlib import Path
 
@@ -23,8 +24,12 @@ def _files(root: Path) -> dict[str, str]:
     write_npy(root / "npy", data)
     write_parquet(root / "t.parquet", n=30)
     rng = np.random.default_rng(0)
-    (root / "t.csv").write_text("a,b,y\n" + "".join(f"{rng.normal():.3f},{rng.normal():.3f},{i % 2}\n" for i in range(20)))
-    (root / "t.svm").write_text("".join(f"{i % 2} 1:{rng.normal():.3f} 2:{rng.normal():.3f}\n" for i in range(20)))
+    (root / "t.csv").write_text(
+        "a,b,y\n" + "".join(f"{rng.normal():.3f},{rng.normal():.3f},{i % 2}\n" for i in range(20))
+    )
+    (root / "t.svm").write_text(
+        "".join(f"{i % 2} 1:{rng.normal():.3f} 2:{rng.normal():.3f}\n" for i in range(20))
+    )
     (root / "cifar").mkdir()
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         batch = {b"data": rng.integers(0, 256, (2, 3072), dtype=np.uint8), b"labels": [0, 1]}
@@ -71,21 +76,13 @@ def test_a_file_missing_at_a_url_is_named(files):
 )  # fmt: skip
 def test_an_unusable_url_is_one_line_naming_it_and_what_to_install(url, words):
     for package in ("s3fs", "gcsfs"):  # the message is about packages that are not there
-        if url.startswith(package[:2]) and _installed(package):
+        if url.startswith(package[:2]) and importlib.util.find_spec(package) is not None:
             pytest.skip(f"{package} is installed")
     with pytest.raises(LocationError) as err:
         check_location(url)
     assert str(err.value).startswith(words) and "\n" not in str(err.value)
     with pytest.raises(DataError, match=f"^npy: {words.split(';')[0]}"):  # and the loader names itself first
         load_dataset(f"npy:{url}")
-
-
-def _installed(package: str) -> bool:
-    try:
-        __import__(package)
-    except ImportError:
-        return False
-    return True
 
 
 def test_a_location_joins_and_writes_through_its_file_system(tmp_path):

@@ -15,7 +15,9 @@ IDX_NAMES = {
 }
 
 
-def arrays(n_train: int = 60, n_test: int = 12, shape: tuple[int, ...] = (4, 3), seed: int = 0) -> dict[str, np.ndarray]:
+def arrays(
+    n_train: int = 60, n_test: int = 12, shape: tuple[int, ...] = (4, 3), seed: int = 0
+) -> dict[str, np.ndarray]:
     """uint8 features and labels 0..2 of a train and a test split."""
     rng = np.random.default_rng(seed)
     return {

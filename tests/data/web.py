@@ -63,7 +63,9 @@ def serve(folder: Path) -> Iterator[tuple[str, list[tuple[str, int]]]]:
     """``(base URL, answers sent)`` of a server on a free port of 127.0.0.1, for the block's duration."""
     sent: list[tuple[str, int]] = []
     handler = type("Handler", (_RangeHandler,), {"sent": sent})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

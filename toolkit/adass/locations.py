@@ -25,7 +25,9 @@ __all__ = ["OBJECT_STORES", "Location", "LocationError", "check_location", "is_u
 
 #: protocols whose stores have no rename: a file is whole once written (one PUT), so a pointer
 #: that must move at once is written last instead of renamed into place
-OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2", "http", "https"})
+OBJECT_STORES = frozenset(
+    {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "r2", "http", "https"}
+)
 # protocols served by fsspec itself whose driver needs a package of its own
 _NEEDS = {"http": "aiohttp", "https": "aiohttp", "sftp": "paramiko", "ssh": "paramiko"}
 
@@ -140,7 +142,9 @@ class Location:
 
     def names(self, pattern: str = "*") -> list[str]:
         """Names of the entries of this folder that match ``pattern`` (none when it is not there)."""
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.glob(f"{self.path.rstrip('/')}/{pattern}"))
+        return sorted(
+            p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.glob(f"{self.path.rstrip('/')}/{pattern}")
+        )
 
     # -- writing ------------------------------------------------------------------------------
     def make_dirs(self) -> None:

@@ -72,13 +72,19 @@ def test_streamed_shards_and_client_written_checkpoints_train_as_reading_does(tw
     saved = Location(checkpoint) / "checkpoints"
     assert saved.names() == ["epoch-000001", "latest.json"]
     assert (saved / "epoch-000001").names("rank*.pt") == ["rank0.pt", "rank1.pt"]
-    resumed = train_distributed(_config(client_only, 3, checkpoint=checkpoint), handle=two_workers, resume=True)
-    for ours, straight in zip(resumed.parameters, read.parameters, strict=True):  # as the runtime's resume tests
+    resumed = train_distributed(
+        _config(client_only, 3, checkpoint=checkpoint), handle=two_workers, resume=True
+    )
+    for ours, straight in zip(
+        resumed.parameters, read.parameters, strict=True
+    ):  # as the runtime's resume tests
         torch.testing.assert_close(ours, straight, rtol=1e-6, atol=1e-7)
 
 
 def test_workers_that_cannot_read_the_data_are_named_in_one_line(two_workers, data):
     _, client_only = data
-    with pytest.raises(Exception, match="npy: file memory://adass-client-only/npy/x_train.npy not found") as err:
+    with pytest.raises(
+        Exception, match="npy: file memory://adass-client-only/npy/x_train.npy not found"
+    ) as err:
         train_distributed(_config(client_only, 1, data_to_workers="read"), handle=two_workers)
     assert "\n" not in str(err.value)

@@ -100,7 +100,11 @@ def absolute_paths(spec: str) -> str:
 
 
 def load_dataset(
-    spec: str, seed: int = 0, *, rows: np.ndarray | None = None, standardization: Standardization | None = None
+    spec: str,
+    seed: int = 0,
+    *,
+    rows: np.ndarray | None = None,
+    standardization: Standardization | None = None,
 ) -> Dataset:
     """Load the dataset named by a spec.
 

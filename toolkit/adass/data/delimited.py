@@ -45,7 +45,9 @@ def _layout(path: Location) -> tuple[str, bool]:
     try:
         with path.open("rb") as raw:
             head = raw.read(_SNIFF_BYTES)
-        sample = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=False)  # a cut last character waits
+        sample = codecs.getincrementaldecoder("utf-8-sig")().decode(
+            head, final=False
+        )  # a cut last character waits
     except (UnicodeDecodeError, OSError) as err:
         raise DataError(f"csv: {path}: cannot read it as text ({type(err).__name__})") from None
     lines = [line for line in sample.splitlines() if line.strip()]

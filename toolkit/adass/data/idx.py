@@ -101,7 +101,9 @@ def _read_split(
     images = read_idx(images_path, ndim=(3, 2), rows=rows)  # (n, H, W) images or (n, d) feature vectors
     count = images.shape[0] if rows is None else _records(images_path)
     if labels.shape[0] != count:
-        raise DataError(f"idx: {labels_path}: {labels.shape[0]} labels for {count} images in {images_path.name}")
+        raise DataError(
+            f"idx: {labels_path}: {labels.shape[0]} labels for {count} images in {images_path.name}"
+        )
     if labels.size and labels.max() >= classes:
         raise DataError(f"idx: {labels_path}: label {labels.max()} is out of range 0..{classes - 1}; for "
                         f"more classes write idx:{folder},classes={int(labels.max()) + 1} (or more)")  # fmt: skip
@@ -118,7 +120,9 @@ def _records(path: Location) -> int:
     "idx",
     paths=("path",),
     reads_rows=True,
-    path=Param("", "folder (or URL of one) with the four IDX files (train-/t10k-images/labels, .gz optional)"),
+    path=Param(
+        "", "folder (or URL of one) with the four IDX files (train-/t10k-images/labels, .gz optional)"
+    ),
     classes=Param(10, "number of classes; labels must lie in 0..classes-1", low=2, high=1000),
 )
 def load_idx(

@@ -32,13 +32,19 @@ def _header(file: Location) -> tuple[tuple[int, ...], np.dtype, int]:
     with open_file("npy", file) as stream:
         try:
             version = np.lib.format.read_magic(stream)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read(stream)
         except (ValueError, OSError, EOFError) as err:
             raise DataError(f"npy: {file}: not a .npy file ({type(err).__name__})") from None
         offset = stream.tell()
     if fortran or dtype.hasobject:
-        raise DataError(f"npy: {file}: a Fortran-ordered or object array; save it with np.save of a C-ordered array")
+        raise DataError(
+            f"npy: {file}: a Fortran-ordered or object array; save it with np.save of a C-ordered array"
+        )
     return shape, dtype, offset
 
 
@@ -102,9 +108,13 @@ def load_npy(
         if y.shape[0] != n:
             raise DataError(f"npy: {files[f'y_{split}']}: {y.shape[0]} labels for {n} rows of x_{split}.npy")
         if x.ndim not in (2, 3, 4):
-            raise DataError(f"npy: {files[f'x_{split}']}: shape {x.shape}; expected (n, d), (n, H, W) or (n, C, H, W)")
+            raise DataError(
+                f"npy: {files[f'x_{split}']}: shape {x.shape}; expected (n, d), (n, H, W) or (n, C, H, W)"
+            )
     if x_train.shape[1:] != x_test.shape[1:]:
-        raise DataError(f"npy: {folder}: train rows are {x_train.shape[1:]} but test rows are {x_test.shape[1:]}")
+        raise DataError(
+            f"npy: {folder}: train rows are {x_train.shape[1:]} but test rows are {x_test.shape[1:]}"
+        )
     classes = classes or int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
     if rows is not None:
         y_train = y_train[rows]

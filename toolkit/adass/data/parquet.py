@@ -30,7 +30,11 @@ __all__ = ["read_rows"]
 def _open(file: Location, files: contextlib.ExitStack) -> pq.ParquetFile:
     """``file`` as a ParquetFile whose stream ``files`` closes."""
     try:
-        return files.enter_context(pq.ParquetFile(files.enter_context(file.open("rb", **({} if file.local else {"cache_type": "none"})))))
+        return files.enter_context(
+            pq.ParquetFile(
+                files.enter_context(file.open("rb", **({} if file.local else {"cache_type": "none"})))
+            )
+        )
     except (pa.ArrowException, OSError, ValueError) as err:
         raise DataError(f"parquet: {file}: cannot read it as Parquet ({type(err).__name__})") from None
 
@@ -43,11 +47,19 @@ def _columns(file: Location, table: pq.ParquetFile, label: str, features: str) -
         named = [name.strip() for name in features.split(";") if name.strip()]
         missing = [name for name in named if name not in schema.names]
         if missing:
-            raise DataError(f"parquet: {file}: features name no column {missing[0]!r}; it has {', '.join(schema.names)}")
+            raise DataError(
+                f"parquet: {file}: features name no column {missing[0]!r}; it has {', '.join(schema.names)}"
+            )
         return named
-    numeric = [f.name for f in schema if f.name != label and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
+    numeric = [
+        f.name
+        for f in schema
+        if f.name != label and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))
+    ]
     if not numeric:
-        raise DataError(f"parquet: {file}: no numeric column besides label={label}; name them with features=A;B")
+        raise DataError(
+            f"parquet: {file}: no numeric column besides label={label}; name them with features=A;B"
+        )
     return numeric
 
 
@@ -106,8 +118,9 @@ def _load(
     columns = _columns(files[0], tables[0], label, features)
     if test and _columns(files[1], tables[1], label, ";".join(columns)) != columns:
         raise DataError(f"parquet: {files[1]}: its columns differ from the training file {files[0]}'s")
-    values = label_values([_labels(f, t, label) for f, t in zip(files, tables, strict=True)], files[0],
-                          "parquet")
+    values = label_values(
+        [_labels(f, t, label) for f, t in zip(files, tables, strict=True)], files[0], "parquet"
+    )
     classes = np.unique(np.concatenate(values))
     codes = [np.searchsorted(classes, v) for v in values]
     if test:
@@ -126,7 +139,9 @@ def _load(
         x_train = read_rows(tables[0], columns, train_rows)
         x_test = read_rows(test_table, columns, test_rows)
     except (pa.ArrowException, OSError, ValueError) as err:
-        raise DataError(f"parquet: {files[0]}: cannot read its features ({type(err).__name__}: {err})") from None
+        raise DataError(
+            f"parquet: {files[0]}: cannot read its features ({type(err).__name__}: {err})"
+        ) from None
     return Dataset(name=name, x_train=torch.from_numpy(x_train), y_train=labels_to_tensor(y_train),
                    x_test=torch.from_numpy(x_test), y_test=labels_to_tensor(y_test), shape=(len(columns),),
                    classes=int(classes.size))  # fmt: skip

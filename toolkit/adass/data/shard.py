@@ -79,7 +79,12 @@ class Shard:
 
 
 def read_shard(
-    spec: str, seed: int, indices: torch.Tensor, n_train: int, standardization: Standardization, whole: bool = False
+    spec: str,
+    seed: int,
+    indices: torch.Tensor,
+    n_train: int,
+    standardization: Standardization,
+    whole: bool = False,
 ) -> Shard:
     """Read the training rows ``indices`` of ``spec`` and its test split, standardized with the whole
     training split's ``standardization``; with ``whole``, the whole training split besides.

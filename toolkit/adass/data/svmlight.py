@@ -4,7 +4,6 @@ Text has no fixed-size rows: a replica reads the whole file and keeps its own ro
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 

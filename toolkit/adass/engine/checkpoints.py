@@ -65,7 +65,7 @@ class Checkpoint:
     """The last complete epoch of a run folder: its number, folder, running totals and saved options."""
 
     epoch: int
-    folder: Location
+    folder: Path | Location  # a Path on this machine's file system
     totals: dict[str, float]
     options: dict[str, Any]
 
@@ -115,17 +115,22 @@ def checkpoint_location(config: RunConfig, run_dir: Where | None) -> Location | 
     return Location(where if is_url(str(where)) else Path(where).expanduser().absolute())
 
 
+def _place(location: Location) -> Path | Location:
+    """A folder as its plain path where it is on this machine, else as a Location."""
+    return location.local if location.local is not None else location
+
+
 def checkpoints_of(run_dir: Where) -> Location:
     """The ``checkpoints/`` folder of a run folder or ``--checkpoint`` location."""
     return Location.of(run_dir) / "checkpoints"
 
 
-def epoch_folder(run_dir: Where, epoch: int) -> Location:
+def epoch_folder(run_dir: Where, epoch: int) -> Path | Location:
     """Where epoch ``epoch``'s checkpoint files go (created empty, any leftover of a crash removed)."""
     folder = checkpoints_of(run_dir) / f"epoch-{epoch:06d}"
     folder.remove(recursive=True)
     folder.make_dirs()
-    return folder
+    return _place(folder)
 
 
 def publish(run_dir: Where, epoch: int, totals: dict[str, float], options: dict[str, Any]) -> None:
@@ -174,7 +179,7 @@ def read_checkpoint(run_dir: Where, ranks: int | None = None, saved_ranks: bool 
         folder = root / str(json.loads(pointer.read_text())["folder"]) if pointer.exists() else root
         state = json.loads((folder / "state.json").read_text())
         checkpoint = Checkpoint(
-            int(state["epoch"]), folder, dict(state["totals"]), dict(state.get("options", {}))
+            int(state["epoch"]), _place(folder), dict(state["totals"]), dict(state.get("options", {}))
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SpecError(f"{where}: the checkpoint is corrupt ({type(err).__name__}: {err})") from None
@@ -235,14 +240,15 @@ def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Datas
     seed, spec = config.optim.seed, config.data.shard
     old = shard_indices(dataset.y_train, old_world, spec, seed=seed)
     new = shard_indices(dataset.y_train, new_world, spec, seed=seed)
-    states = [read_state(checkpoint.folder / f"rank{r}.pt") for r in range(old_world)]
+    source = Location.of(checkpoint.folder)
+    states = [read_state(source / f"rank{r}.pt") for r in range(old_world)]
     layout = ReplicaState.shard(config, dataset, 0, new_world).sampler.state_layout
-    folder = checkpoint.folder.parent / f"{checkpoint.folder.name}-of-{new_world}"
+    folder = source.parent / f"{source.name}-of-{new_world}"
     folder.remove(recursive=True)
     folder.make_dirs()
     for rank, state in enumerate(reshard_states(states, old, new, layout, dataset.n_train)):
         write_state(folder / f"rank{rank}.pt", state)
-    for server in checkpoint.folder.names("server*.pt"):  # server shards keep theirs: their count is fixed
-        (folder / server).write_bytes((checkpoint.folder / server).read_bytes())
+    for server in source.names("server*.pt"):  # server shards keep theirs: their count is fixed
+        (folder / server).write_bytes((source / server).read_bytes())
     options = {**checkpoint.options, "workers": config.cluster.workers, "replicas": config.cluster.replicas}
-    return Checkpoint(checkpoint.epoch, folder, dict(checkpoint.totals), options)
+    return Checkpoint(checkpoint.epoch, _place(folder), dict(checkpoint.totals), options)

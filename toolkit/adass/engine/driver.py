@@ -62,10 +62,11 @@ class Backend(Protocol):
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of replica 0 (every replica holds the same parameters)."""
 
-    def save(self, folder: Location) -> None:
-        """Write every replica's ``rank<r>.pt`` and every server's ``server<s>.pt`` into ``folder``."""
+    def save(self, folder: Path | Location) -> None:
+        """Write every replica's ``rank<r>.pt`` and every server's ``server<s>.pt`` into ``folder`` (a
+        path on this machine, else a Location)."""
 
-    def load(self, folder: Location) -> None:
+    def load(self, folder: Path | Location) -> None:
         """Restore what :meth:`save` wrote (for as many replicas as this backend has)."""
 
 
@@ -185,7 +186,12 @@ def _record_epoch(
 
 
 def _checkpoint(
-    backend: Backend, run_dir: str | Path | Location, epoch: int, totals: dict[str, float], sink: Sink, config: RunConfig
+    backend: Backend,
+    run_dir: str | Path | Location,
+    epoch: int,
+    totals: dict[str, float],
+    sink: Sink,
+    config: RunConfig,
 ) -> None:
     """Rank files into a fresh epoch folder, records flushed, then the pointer moves (one rename)."""
     folder = epoch_folder(run_dir, epoch)

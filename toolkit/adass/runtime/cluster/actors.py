@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 import torch
 import torch.distributed as dist
 from distributed import get_worker
@@ -43,8 +42,10 @@ from .rendezvous import DaskStore, prove_peers
 __all__ = ["Replica", "Server"]
 
 
-_SHARED = ("on a cluster of several machines it must be a place every worker reaches (a URL, or a folder "
-           "at the same path on a shared file system), or pass --checkpoint-writer client")
+_SHARED = (
+    "on a cluster of several machines it must be a place every worker reaches (a URL, or a folder "
+    "at the same path on a shared file system), or pass --checkpoint-writer client"
+)
 
 
 def _here() -> str:
@@ -158,7 +159,9 @@ class _Member:
 
         def work() -> None:
             path = Location(folder) / self.file_name()
-            self.load_state_dict(_read_state(path, self.option) if self.needs_file() or path.exists() else None)
+            self.load_state_dict(
+                _read_state(path, self.option) if self.needs_file() or path.exists() else None
+            )
 
         await asyncio.to_thread(work)
 
@@ -172,7 +175,9 @@ class _Member:
 
     async def load_bytes(self, data: bytes | None) -> None:
         """Restore the state the client read (None: the checkpoint holds no file of this member)."""
-        await asyncio.to_thread(lambda: self.load_state_dict(None if data is None else state_from_bytes(data)))
+        await asyncio.to_thread(
+            lambda: self.load_state_dict(None if data is None else state_from_bytes(data))
+        )
 
 
 class Replica(_Member):
@@ -289,7 +294,9 @@ class Server(_Member):
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
         if state is None:
             if self.needs_file():
-                raise FileNotFoundError(f"{self.file_name()}: the checkpoint holds no state of server {self.shard}")
+                raise FileNotFoundError(
+                    f"{self.file_name()}: the checkpoint holds no state of server {self.shard}"
+                )
             return
         self.exchange.load_state_dict(state)
 

@@ -99,12 +99,19 @@ def stream(
     for round_ in range(rounds):
         due = [r for r in range(len(replicas)) if round_ == 0 or round_ * step < len(rows[r])]
         pieces = [(_piece(dataset, rows[r][round_ * step : (round_ + 1) * step], round_ == 0),) for r in due]
-        call([replicas[r] for r in due], "receive", pieces, f"streaming the data (piece {round_ + 1} of {rounds})")
+        call(
+            [replicas[r] for r in due],
+            "receive",
+            pieces,
+            f"streaming the data (piece {round_ + 1} of {rounds})",
+        )
     return call(replicas, "take", [(o,) for o in orders], "building the replicas")
 
 
 def _piece(dataset: Dataset, rows: torch.Tensor, with_test: bool) -> Shard:
     """Training rows ``rows`` of ``dataset``, with its test split on the first piece (empty on the others)."""
-    x_test, y_test = (dataset.x_test, dataset.y_test) if with_test else (dataset.x_test[:0], dataset.y_test[:0])
+    x_test, y_test = (
+        (dataset.x_test, dataset.y_test) if with_test else (dataset.x_test[:0], dataset.y_test[:0])
+    )
     return Shard(rows, dataset.x_train[rows], dataset.y_train[rows], x_test, y_test, tuple(dataset.shape),
                  dataset.classes, dataset.n_train)  # fmt: skip

@@ -146,7 +146,9 @@ class DaskBackend:
         whole = self.call(members, "setup", store, secret, self.timeout_s, tuple(self.dataset.shape),
                           self.dataset.classes, what="joining the process group")  # fmt: skip
         orders = shard_orders(self.config, config.data.data, self.dataset, whole[: self.replicas_n])
-        self.data = feed_replicas(self.call_each, self.actors, orders, self.dataset, config.data.data_to_workers)
+        self.data = feed_replicas(
+            self.call_each, self.actors, orders, self.dataset, config.data.data_to_workers
+        )
         self.writer = self._writer()
 
     def _writer(self) -> str:
@@ -182,23 +184,25 @@ class DaskBackend:
         return self.call(self.actors[:1], "evaluate", what="evaluation")[0]
 
     def _file_names(self) -> list[str]:
-        return [f"rank{r}.pt" for r in range(self.replicas_n)] + [f"server{s}.pt" for s in range(self.servers_n)]
+        return [f"rank{r}.pt" for r in range(self.replicas_n)] + [
+            f"server{s}.pt" for s in range(self.servers_n)
+        ]
 
-    def save(self, folder: Location) -> None:
+    def save(self, folder: Path | Location) -> None:
         members = self.actors + self.servers
         if self.writer == "workers":
             self.call(members, "save", str(folder), what=f"checkpoint {folder.name}")
             return
         states = self.call(members, "state", what=f"checkpoint {folder.name}")
         for name, data in zip(self._file_names(), states, strict=True):
-            (folder / name).write_bytes(data)
+            Location.of(folder / name).write_bytes(data)
 
-    def load(self, folder: Location) -> None:
+    def load(self, folder: Path | Location) -> None:
         members = self.actors + self.servers
         if self.writer == "workers":
             self.call(members, "load", str(folder), what="loading the checkpoint")
             return
-        files = [folder / name for name in self._file_names()]
+        files = [Location.of(folder / name) for name in self._file_names()]
         states = [(f.read_bytes() if f.exists() else None,) for f in files]
         self.call_each(members, "load_bytes", states, what="loading the checkpoint")
 
