@@ -66,8 +66,9 @@ def wait_all(
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except DataError as err:  # nor can it give a worker the files it lacks
-                where = (" (each worker reads --data itself: its files must be at that path on every worker's"
-                         " machine)") if isinstance(err, DataNotFound) else ""  # fmt: skip
+                where = (" (with --data-to-workers read each worker reads --data itself: its files must be at"
+                         " that URL or path on every worker's machine; auto or stream sends a worker that lacks"
+                         " them its rows from this process)") if isinstance(err, DataNotFound) else ""  # fmt: skip
                 raise DataError(f"rank {rank} on worker {addresses[rank]}: {err}{where}") from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 missing = _missing_code(err)
