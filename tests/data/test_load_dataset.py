@@ -11,7 +11,17 @@ from adass.registry import SpecError
 
 
 def test_every_loader_is_registered():
-    assert DATASETS.names() == ["cifar10", "cifar100", "csv", "idx", "mnist5k", "svmlight", "synthetic"]
+    assert DATASETS.names() == [
+        "cifar10",
+        "cifar100",
+        "csv",
+        "idx",
+        "mnist5k",
+        "npy",
+        "parquet",
+        "svmlight",
+        "synthetic",
+    ]
 
 
 def test_name_is_the_spec():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_files import arrays, write_npy, write_parquet
 
 from adass.cli import main
 from adass.config import RunConfig
@@ -144,6 +145,8 @@ def loader_specs(tmp_path: Path) -> dict[str, str]:
                     rng.integers(0, 256, (4, 3, 2)), np.arange(4))  # fmt: skip
     csv_file = tmp_path / "a.csv"
     csv_file.write_text("".join(f"{rng.normal() + 4:.3f},{rng.normal():.3f},{i % 2}\n" for i in range(20)))
+    npy = write_npy(tmp_path / "npy", arrays(n_train=20, n_test=6, shape=(3,)))
+    table = write_parquet(tmp_path / "a.parquet", n=20)
     svm = tmp_path / "a.svm"
     svm.write_text("".join(f"{i % 2} 1:{rng.normal() + 4:.3f} 2:{rng.normal():.3f}\n" for i in range(20)))
     return {
@@ -152,6 +155,8 @@ def loader_specs(tmp_path: Path) -> dict[str, str]:
         "csv": f"csv:{csv_file}",
         "idx": f"idx:{idx}",
         "mnist5k": "mnist5k",
+        "npy": f"npy:{npy}",
+        "parquet": f"parquet:{table},label=y",
         "svmlight": f"svmlight:{svm}",
         "synthetic": "synthetic:n=40,d=3,test=10",
     }

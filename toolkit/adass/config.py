@@ -19,6 +19,7 @@ from .data import DATASETS, SHARDINGS
 from .devices import DEVICES, check_device
 from .exchange import EXCHANGES, check, topology_of
 from .exchange.link import parse_link
+from .locations import check_location
 from .memory import MEMORIES, build_pair, split_memory
 from .models import MODELS
 from .options import allowed, check_value
@@ -55,6 +56,12 @@ class DataSection(param.Parameterized):
         doc="data set spec NAME:key=value (loaders of files take a path)",
     )
     shard = param.String("iid", doc="how the training set is split across replicas")
+    data_to_workers = param.Selector(
+        objects=["auto", "read", "stream"],
+        default="auto",
+        doc="how Dask replicas get their shard: read it from --data (a URL or a path on their machine), "
+        "stream (the client sends each its rows), auto (read where the files are there, else stream)",
+    )
 
 
 class ModelSection(param.Parameterized):
@@ -167,6 +174,16 @@ class ClusterSection(param.Parameterized):
         bounds=(0, 100),
         doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has",
     )
+    checkpoint = param.String(
+        "",
+        doc="where checkpoints go: a folder or an fsspec URL (file://, s3://, gs://, ...); empty: the run's --out",
+    )
+    checkpoint_writer = param.Selector(
+        objects=["auto", "workers", "client"],
+        default="auto",
+        doc="who writes Dask replicas' checkpoints: workers (each its own file), client (states travel to it), "
+        "auto (workers where every one of them sees --checkpoint, else the client)",
+    )
 
 
 SECTIONS: dict[str, type[param.Parameterized]] = {
@@ -213,6 +230,7 @@ SPEC_PARSERS: dict[str, Callable[[str], object]] = {
     "link": parse_link,
     "straggler": parse_straggler,
     "scheduler": parse_scheduler_address,
+    "checkpoint": check_location,
 }
 
 
@@ -265,8 +283,13 @@ def options(section: type[param.Parameterized]) -> dict[str, param.Parameter]:
 RUN_OPTIONS: dict[str, param.Parameter] = {k: p for s in SECTIONS.values() for k, p in options(s).items()}
 
 
-#: options that only a run on Dask workers uses
-_DASK_ONLY = ("scheduler", "bind")
+#: options that only a run on Dask workers uses, and why
+_DASK_ONLY = {
+    "scheduler": "it places Dask workers",
+    "bind": "it places Dask workers",
+    "data_to_workers": "it says how Dask workers get their data",
+    "checkpoint_writer": "it says who writes Dask workers' checkpoints",
+}
 
 
 @dataclass
@@ -350,12 +373,12 @@ class RunConfig:
             else {}
         )
         if self.backend != "dask":
-            needs.update({option: "" for option in _DASK_ONLY})
+            needs.update({option: RUN_OPTIONS[option].default for option in _DASK_ONLY})
         for option, default in needs.items():
             if flat[option] != default:
-                wanted, why = (("--workers 1 or more", "it places Dask workers") if option in _DASK_ONLY
+                wanted, why = (("--workers 1 or more", _DASK_ONLY[option]) if option in _DASK_ONLY
                                else ("--workers or --replicas", "a single process exchanges nothing"))  # fmt: skip
-                raise SpecError(f"--{option}: {flat[option]!r} needs {wanted} ({why})")
+                raise SpecError(f"{flag_for(option)}: {flat[option]!r} needs {wanted} ({why})")
         rank = parse_straggler(c.straggler).rank
         if rank is not None and self.backend != "local" and rank >= self.world:
             raise SpecError(f"--straggler: rank {rank} is not a replica of {count} {self.world}; "

@@ -31,6 +31,9 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
     assert set(ours["link"]) == set(dml.LINKS) and set(ours["codec"]) == set(dml.CODECS)
     assert set(ours["exchange"]) == {dml.RING, dml.PS, dml.QSGD_RING}
     assert ours["comm_share"].between(0, 1).all() and (ours["step_ms"] > 0).all()
+    # what reaching the data cost each arm's replicas: a shard and the test split, read in some time
+    assert (ours["load_s"] > 0).all() and (ours["data_MB_replica"] > 0).all()
+    assert ddp[["load_s", "data_MB_replica"]].isna().all().all()
 
     # ring rows against PS: the paired fp32 row a median of per-round ratios, the others plain ratios
     on_ring = ours["exchange"].isin([dml.RING, dml.QSGD_RING])

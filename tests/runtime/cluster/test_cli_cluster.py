@@ -77,9 +77,9 @@ def test_train_against_a_scheduler_started_from_the_command_line(tmp_path, capsy
         assert len(pd.read_parquet(here / "run" / "eval.parquet")) == 2
         assert read_checkpoint(here / "run").epoch == 1 and not any(elsewhere.iterdir())
 
-        # a worker that cannot read what this process read: one line, no restart (none could help)
+        # a worker told to read what it cannot find: one line, no restart (none could help)
         config = RunConfig.from_flat(data="svmlight:mine.svm", model="mlp:hidden=8", batch_size=16, epochs=1,
-                                     workers=2, scheduler=lab.address, restarts=2)  # fmt: skip
+                                     workers=2, scheduler=lab.address, restarts=2, data_to_workers="read")  # fmt: skip
         with pytest.raises(DataError) as caught:
             train_distributed(config, on_ready=lambda handle: (here / "mine.svm").unlink())
         message = str(caught.value)

@@ -13,8 +13,9 @@ from tqdm import tqdm
 from ..config import RunConfig
 from ..data import DataError, load_dataset, shift_warning, standardization_record
 from ..devices import check_device
-from ..engine import RunStore, check_resume
+from ..engine import RunStore, check_resume, checkpoint_location, has_checkpoint
 from ..experiments.compare import compare
+from ..locations import Location
 from ..metrics import EvalRecord, ParquetSink
 from ..registry import SpecError
 from ..runtime import run
@@ -65,7 +66,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
     workers), records and checkpoints under ``out``."""
     done = 0
     if resume:  # checked whole before anything is written or started
-        done = check_resume(config, out).epoch + 1
+        done = check_resume(config, checkpoint_location(config, out)).epoch + 1
     dataset = _load_data(config)
     before = None if resume else _entries(out)
     _writable(out)
@@ -82,7 +83,7 @@ def run_train(config: RunConfig, out: Path, quiet: bool = False, resume: bool = 
                 raise SpecError(f"--data: {err}") from None
     except BaseException:
         if not resume:
-            _remove_unfinished(out, before)
+            _remove_unfinished(out, before, checkpoint_location(config, out))
         raise
     c = result.counters
     summary = _summary(config, result.final, c.backprops, c.forwards, c.train_s, dataset.n_train)
@@ -116,12 +117,12 @@ def _entries(out: Path) -> set[str] | None:
     return {p.name for p in out.iterdir()} if out.is_dir() else None
 
 
-def _remove_unfinished(out: Path, before: set[str] | None) -> None:
+def _remove_unfinished(out: Path, before: set[str] | None, checkpoints: Location) -> None:
     """After a new run failed: unless it published a checkpoint (a finished epoch, which ``--resume``
     continues), remove what it wrote, so that the same command, corrected, finds ``out`` as it was
     (a ``config.json`` left alone would refuse it as a folder that holds results). Only entries that
     were not there before go, and the folder itself only when the run made it."""
-    if (out / "checkpoints" / "latest.json").exists() or not out.is_dir():
+    if has_checkpoint(checkpoints) or not out.is_dir():
         return
     if before is None:
         shutil.rmtree(out, ignore_errors=True)

@@ -7,6 +7,7 @@ Building it imports every registry (and so torch); ``adass --help`` alone never 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Sequence
 
 import param
@@ -81,10 +82,19 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: Sequence[str] = (
         _add_options(parser.add_argument_group(f"{section_name} options"), section, skip=skip)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Option help wrapped between words, and in a list of names (``a|b|c``) after a ``|``: a name
+    is never cut in two."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        spaced = " ".join(text.replace("|", "| ").split())
+        return [line.replace("| ", "|") for line in textwrap.wrap(spaced, width, break_long_words=False)]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = top_parser()
 
-    raw = argparse.RawDescriptionHelpFormatter
+    raw = _HelpFormatter
     p_train = sub.add_parser(
         "train", help=COMMANDS["train"], description="Train one model.",
         epilog=_spec_epilog(), formatter_class=raw,

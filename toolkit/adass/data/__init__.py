@@ -5,10 +5,11 @@
 >>> shards = shard_indices(data.y_train, world=4, spec="dirichlet:alpha=0.3", seed=1)
 """
 
-from . import cifar, delimited, idx, mnist5k, svmlight, synthetic  # noqa: F401  (each registers its loader)
+from . import cifar, delimited, idx, mnist5k, npy, parquet, svmlight, synthetic  # noqa: F401  (each registers its loader)
 from .base import DataError, DataNotFound, Dataset
 from .catalog import DATASETS, absolute_paths, load_dataset
 from .mnist5k import data_dir
+from .shard import Shard, read_shard
 from .sharding import SHARDINGS, shard_indices
 from .standardization import Standardization, shift_warning, standardization_record, standardize
 from .synthetic import make_mixture
@@ -19,11 +20,13 @@ __all__ = [
     "DataNotFound",
     "Dataset",
     "SHARDINGS",
+    "Shard",
     "Standardization",
     "absolute_paths",
     "data_dir",
     "load_dataset",
     "make_mixture",
+    "read_shard",
     "shard_indices",
     "shift_warning",
     "standardization_record",

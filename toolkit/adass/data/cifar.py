@@ -1,15 +1,18 @@
 """``cifar10:DIR`` and ``cifar100:DIR``: the CIFAR "python version" batches (CIFAR-10's
-``data_batch_1..5`` and ``test_batch``; CIFAR-100's ``train`` and ``test``, with fine and coarse labels)."""
+``data_batch_1..5`` and ``test_batch``; CIFAR-100's ``train`` and ``test``, with fine and coarse labels).
+
+``DIR`` is a folder or a URL of one. A batch is one pickle, read whole: a replica reads every batch
+and keeps its own rows (the format has no way to read part of one)."""
 
 from __future__ import annotations
 
 import io
 import pickle
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..locations import Location
 from ..registry import Param
 from .base import DataError, Dataset, image_dataset
 from .catalog import DATASETS
@@ -55,13 +58,13 @@ def _field(batch: dict, key: str) -> Any:
 
 
 def read_batch(
-    path: Path, labels_field: str = "labels", classes: int = CLASSES, kind: str = "cifar10"
+    path: Location, labels_field: str = "labels", classes: int = CLASSES, kind: str = "cifar10"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Read one pickled batch.
 
     Parameters
     ----------
-    path : Path
+    path : Location
         A batch file: a pickled dict with ``data`` ``(n, 3072)`` uint8 and ``labels_field`` (n ints).
     labels_field, classes, kind : str, int, str
         The labels' field, their number of classes and the dataset named in messages.
@@ -101,7 +104,7 @@ def read_batch(
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
-def _batch_folder(kind: str, path: str, subfolder: str) -> Path:
+def _batch_folder(kind: str, path: str, subfolder: str) -> Location:
     folder = require_dir(kind, path)
     nested = folder / subfolder
     return nested if nested.is_dir() else folder
@@ -110,10 +113,10 @@ def _batch_folder(kind: str, path: str, subfolder: str) -> Path:
 @DATASETS.register(
     "cifar10",
     paths=("path",),
-    path=Param("", f"folder with data_batch_1..5 and test_batch (or one holding {SUBFOLDER}/)"),
+    path=Param("", f"folder (or URL) with data_batch_1..5 and test_batch (or one holding {SUBFOLDER}/)"),
 )
 def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
-    """CIFAR-10 from the pickled python batches in a local folder."""
+    """CIFAR-10 from the pickled python batches in a folder or at a URL."""
     del seed  # the files fix the split
     folder = _batch_folder("cifar10", path, SUBFOLDER)
     cifar100 = (folder / "train").is_file() or (folder / SUBFOLDER_100).is_dir()
@@ -130,12 +133,12 @@ def load_cifar10(path: str, *, seed: int = 0, name: str = "cifar10") -> Dataset:
 @DATASETS.register(
     "cifar100",
     paths=("path",),
-    path=Param("", f"folder with train and test (or one holding {SUBFOLDER_100}/)"),
+    path=Param("", f"folder (or URL) with train and test (or one holding {SUBFOLDER_100}/)"),
     labels=Param("fine", "which labels to learn: fine (100 classes) or coarse (20 superclasses)",
                  choices=tuple(LABELS_100)),
 )  # fmt: skip
 def load_cifar100(path: str, labels: str, *, seed: int = 0, name: str = "cifar100") -> Dataset:
-    """CIFAR-100 from the pickled python files ``train`` and ``test`` in a local folder."""
+    """CIFAR-100 from the pickled python files ``train`` and ``test`` in a folder or at a URL."""
     del seed  # the files fix the split
     folder = _batch_folder("cifar100", path, SUBFOLDER_100)
     cifar10 = (folder / TRAIN_BATCHES[0]).is_file() or (folder / SUBFOLDER).is_dir()

@@ -5,26 +5,29 @@ with any cell that is not a number is the header. The label column is the last o
 ``label`` names another (``first``, ``last``, a header name, or a column number counted from 0).
 Labels may be words or whole numbers; classes are the sorted distinct labels of both files. Every
 other column must be numeric and complete: a cell that is empty or not a number is refused, naming
-its column and line, never quoting the file.
+its column and line, never quoting the file. ``PATH`` may be a URL; text has no fixed-size rows, so a
+replica reads the whole file and keeps its own rows.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..failures import one_line
+from ..locations import Location
 from ..registry import Param
-from .base import DataError, DataNotFound, Dataset, labels_to_tensor
+from .base import DataError, Dataset, labels_to_tensor
 from .catalog import DATASETS
+from .files import require_file
 from .svmlight import holdout_split
 from .validation import check_fits
 
-__all__ = ["read_table"]
+__all__ = ["label_values", "read_table"]
 
 _SNIFF_BYTES = 64 * 1024  # read to tell the delimiter and the header
 
@@ -37,13 +40,14 @@ def _number(text: str) -> bool:
     return True
 
 
-def _layout(path: Path) -> tuple[str, bool]:
+def _layout(path: Location) -> tuple[str, bool]:
     """The delimiter of ``path`` and whether its first row is a header, from its first lines."""
-    if not path.is_file():
-        raise DataNotFound(f"csv: file {path} not found")
     try:
-        with path.open(newline="", encoding="utf-8-sig") as stream:
-            sample = stream.read(_SNIFF_BYTES)
+        with path.open("rb") as raw:
+            head = raw.read(_SNIFF_BYTES)
+        sample = codecs.getincrementaldecoder("utf-8-sig")().decode(
+            head, final=False
+        )  # a cut last character waits
     except (UnicodeDecodeError, OSError) as err:
         raise DataError(f"csv: {path}: cannot read it as text ({type(err).__name__})") from None
     lines = [line for line in sample.splitlines() if line.strip()]
@@ -61,7 +65,7 @@ def _line(row: int, header: bool) -> int:
     return row + (2 if header else 1)
 
 
-def _label_column(spec: str, header: list[str] | None, width: int, path: Path) -> int:
+def _label_column(spec: str, header: list[str] | None, width: int, path: Location) -> int:
     if spec in ("last", "first"):
         return width - 1 if spec == "last" else 0
     if spec.lstrip("-").isdigit():
@@ -77,13 +81,15 @@ def _label_column(spec: str, header: list[str] | None, width: int, path: Path) -
     return header.index(spec)
 
 
-def read_table(path: Path, label: str) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+def read_table(path: Location, label: str) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
     """Features ``(n, d)`` float32, labels ``(n,)`` (numbers or text), and the header (None without one)."""
     delimiter, has_header = _layout(path)
-    check_fits(6.0 * path.stat().st_size, f"csv: {path}: {path.stat().st_size / 2**20:.0f} MiB of text")
+    size = path.size()
+    check_fits(6.0 * size, f"csv: {path}: {size / 2**20:.0f} MiB of text")
     try:
-        frame = pd.read_csv(path, sep=r"\s+" if delimiter == " " else delimiter, header=0 if has_header else None,
-                            skipinitialspace=True, encoding="utf-8-sig", low_memory=False)  # fmt: skip
+        with path.open("rb") as stream:
+            frame = pd.read_csv(stream, sep=r"\s+" if delimiter == " " else delimiter, header=0 if has_header else None,
+                                skipinitialspace=True, encoding="utf-8-sig", low_memory=False)  # fmt: skip
     except pd.errors.ParserError as err:  # its message counts fields and lines, quoting nothing
         raise DataError(f"csv: {path}: cannot read it as a table ({one_line(err)})") from None
     except (ValueError, OSError, UnicodeDecodeError) as err:
@@ -114,13 +120,13 @@ def read_table(path: Path, label: str) -> tuple[np.ndarray, np.ndarray, list[str
     return values, labels.to_numpy(), header
 
 
-def _label_values(parts: list[np.ndarray], path: Path) -> list[np.ndarray]:
+def label_values(parts: list[np.ndarray], path: Location, kind: str = "csv") -> list[np.ndarray]:
     """Each file's labels as whole numbers when every label is a number, else as text."""
     numbers = [pd.to_numeric(pd.Series(part), errors="coerce").to_numpy(dtype=np.float64) for part in parts]
     if all(not np.isnan(v).any() for v in numbers):
         fractional = sum(int((v != np.round(v)).sum()) for v in numbers)
         if fractional:
-            raise DataError(f"csv: {path}: {fractional} labels are not whole numbers (regression targets?); "
+            raise DataError(f"{kind}: {path}: {fractional} labels are not whole numbers (regression targets?); "
                             f"a label names a class")  # fmt: skip
         return numbers
     return [np.array([str(t).strip() for t in part]) for part in parts]
@@ -140,13 +146,13 @@ def load_csv(
     """A CSV (or other delimited) table; labels mapped to 0..K-1 in sorted order."""
     if not path:
         raise DataError("csv: no file given; write csv:PATH or csv:PATH,test=PATH")
-    files = [Path(path).expanduser()] + ([Path(test).expanduser()] if test else [])
+    files = [require_file("csv", path)] + ([require_file("csv", test)] if test else [])
     parts = [read_table(f, label) for f in files]
     if test:
         (_, _, head_train), (_, _, head_test) = parts
         if parts[0][0].shape[1] != parts[1][0].shape[1] or head_train != head_test:
             raise DataError(f"csv: {files[1]}: its columns differ from the training file {files[0]}'s")
-    values = _label_values([labels for _, labels, _ in parts], files[0])
+    values = label_values([labels for _, labels, _ in parts], files[0])
     classes = np.unique(np.concatenate(values))
     codes = [np.searchsorted(classes, v) for v in values]
     if test:

@@ -1,34 +1,35 @@
-"""``svmlight:PATH[,test=PATH]``: LIBSVM / svmlight text files, densified to float32."""
+"""``svmlight:PATH[,test=PATH]``: LIBSVM / svmlight text files (paths or URLs), densified to float32.
+
+Text has no fixed-size rows: a replica reads the whole file and keeps its own rows."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..locations import Location
 from ..registry import Param
-from .base import DataError, DataNotFound, Dataset, labels_to_tensor
+from .base import DataError, Dataset, labels_to_tensor
 from .catalog import DATASETS
+from .files import require_file
 from .validation import check_fits
 
 __all__ = ["holdout_split", "read_svmlight"]
 
 
-def read_svmlight(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def read_svmlight(path: Location) -> tuple[np.ndarray, np.ndarray]:
     """Read one file with indices taken literally (column ``j`` is index ``j``).
 
     Returns dense float32 features ``(n, max_index + 1)`` and the raw float labels ``(n,)``;
     the caller decides whether indices were one-based, looking at all files together.
     """
-    if not path.is_file():
-        raise DataNotFound(f"svmlight: file {path} not found")
     try:  # scikit-learn is optional (the ``svmlight`` extra) and slow to import: only here
         from sklearn.datasets import load_svmlight_file
     except ImportError:
         raise DataError("svmlight: needs scikit-learn; pip install 'adass[svmlight]'") from None
     try:
-        x, y = load_svmlight_file(str(path), dtype=np.float32, zero_based=True)
+        with path.open("rb") as stream:
+            x, y = load_svmlight_file(stream, dtype=np.float32, zero_based=True)
     except (ValueError, OSError, EOFError, UnicodeDecodeError) as err:
         # the parser's message may quote the file; name the kind of error only
         raise DataError(
@@ -88,7 +89,7 @@ def load_svmlight(path: str, test: str, holdout: float, *, seed: int = 0, name: 
     """LIBSVM / svmlight files; labels mapped to 0..K-1 in sorted order."""
     if not path:
         raise DataError("svmlight: no file given; write svmlight:PATH or svmlight:PATH,test=PATH")
-    files = [Path(path).expanduser()] + ([Path(test).expanduser()] if test else [])
+    files = [require_file("svmlight", path)] + ([require_file("svmlight", test)] if test else [])
     parts = [read_svmlight(f) for f in files]
     # Like LIBSVM, indices are one-based unless some file uses index 0 (sklearn's "auto", but
     # decided across all files at once so train and test columns line up).

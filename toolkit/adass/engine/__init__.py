@@ -11,10 +11,14 @@ from .batches import Split, in_order, spread_evenly
 from .checkpoints import (
     Checkpoint,
     check_resume,
+    checkpoint_location,
+    has_checkpoint,
     read_checkpoint,
     read_checkpoint_state,
     read_state,
     reshard_checkpoint,
+    state_bytes,
+    state_from_bytes,
     write_state,
 )
 from .divergence import Divergence, chance_accuracy
@@ -66,6 +70,7 @@ __all__ = [
     "backprop_batch",
     "chance_accuracy",
     "check_resume",
+    "checkpoint_location",
     "drive",
     "epoch_eval",
     "evaluate",
@@ -77,6 +82,7 @@ __all__ = [
     "new_totals",
     "optimizer_step",
     "own_shard",
+    "has_checkpoint",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_state",
@@ -88,5 +94,7 @@ __all__ = [
     "stop_signal",
     "write_epoch",
     "write_flat_params",
+    "state_bytes",
+    "state_from_bytes",
     "write_state",
 ]

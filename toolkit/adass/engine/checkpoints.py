@@ -1,9 +1,13 @@
 """Per-epoch checkpoints that cannot mislead a resume: one folder per epoch, then one atomic pointer.
 
+Checkpoints live where ``--checkpoint`` says (a folder or any fsspec URL; by default the run's
+``--out``), under ``checkpoints/``.
+
 ``checkpoints/epoch-000003/`` holds every replica's ``rank<r>.pt``, every PS server shard's
 ``server<s>.pt`` and ``state.json`` (epoch, running totals, the options a resume must keep); the
 run's record files are flushed next; only then does ``checkpoints/latest.json`` move to the new
-folder, by one rename. Run folders of the earlier layout
+folder, by one rename (on an object store, which has no rename, by one upload written last: the
+store shows it whole or not at all). Run folders of the earlier layout
 (``rank<r>.pt`` and ``state.json`` directly in ``checkpoints/``, without options) still resume; the
 first epoch published afterwards replaces them. A crash at any instant leaves the
 pointer on a complete epoch; records of later epochs that reached the files are dropped on resume
@@ -14,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ import torch
 
 from ..config import RunConfig
 from ..data import Dataset, shard_indices
-from ..metrics import atomic_write_bytes, atomic_write_text
+from ..locations import Location, is_url
 from ..registry import SpecError
 from .replica import ReplicaState
 from .reshard import reshard_states
@@ -33,13 +36,18 @@ __all__ = [
     "WORLD_OPTIONS",
     "Checkpoint",
     "check_resume",
+    "checkpoint_location",
+    "checkpoints_of",
     "epoch_folder",
     "fixed_options",
+    "has_checkpoint",
     "publish",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_state",
     "reshard_checkpoint",
+    "state_bytes",
+    "state_from_bytes",
     "write_state",
 ]
 
@@ -57,7 +65,7 @@ class Checkpoint:
     """The last complete epoch of a run folder: its number, folder, running totals and saved options."""
 
     epoch: int
-    folder: Path
+    folder: Path | Location  # a Path on this machine's file system
     totals: dict[str, float]
     options: dict[str, Any]
 
@@ -70,45 +78,86 @@ class Checkpoint:
         return int(self.options["workers"] or self.options.get("replicas") or 1)
 
 
-def write_state(path: str | Path, state: dict[str, Any]) -> None:
-    """One rank's (or server's) state to ``path`` atomically (temp file, then one rename)."""
+#: where a run folder (or ``--checkpoint`` location) keeps its checkpoints
+Where = str | Path | Location
+
+
+def state_bytes(state: dict[str, Any]) -> bytes:
+    """One rank's (or server's) state as the bytes of its file."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
-def read_state(path: str | Path) -> dict[str, Any]:
+def state_from_bytes(data: bytes) -> dict[str, Any]:
+    """A state from :func:`state_bytes`: tensors and plain values only, never pickled code."""
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+
+
+def write_state(path: Where, state: dict[str, Any]) -> None:
+    """One rank's (or server's) state to ``path`` (a path or URL) atomically (see :meth:`Location.write_bytes`)."""
+    Location.of(path).write_bytes(state_bytes(state))
+
+
+def read_state(path: Where) -> dict[str, Any]:
     """A state :func:`write_state` saved: tensors and plain values only, never pickled code."""
-    return torch.load(path, weights_only=True, map_location="cpu")
+    return state_from_bytes(Location.of(path).read_bytes())
 
 
-def epoch_folder(run_dir: str | Path, epoch: int) -> Path:
+def checkpoint_location(config: RunConfig, run_dir: Where | None) -> Location | None:
+    """Where a run keeps its checkpoints: ``--checkpoint`` when given, else its run folder ``run_dir``
+    (None: nowhere). A path is made absolute here: a Dask worker started elsewhere writes it too."""
+    where = config.cluster.checkpoint or run_dir
+    if where is None or str(where) == "":
+        return None
+    if isinstance(where, Location):
+        return where
+    return Location(where if is_url(str(where)) else Path(where).expanduser().absolute())
+
+
+def _place(location: Location) -> Path | Location:
+    """A folder as its plain path where it is on this machine, else as a Location."""
+    return location.local if location.local is not None else location
+
+
+def checkpoints_of(run_dir: Where) -> Location:
+    """The ``checkpoints/`` folder of a run folder or ``--checkpoint`` location."""
+    return Location.of(run_dir) / "checkpoints"
+
+
+def epoch_folder(run_dir: Where, epoch: int) -> Path | Location:
     """Where epoch ``epoch``'s checkpoint files go (created empty, any leftover of a crash removed)."""
-    folder = Path(run_dir) / "checkpoints" / f"epoch-{epoch:06d}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    return folder
+    folder = checkpoints_of(run_dir) / f"epoch-{epoch:06d}"
+    folder.remove(recursive=True)
+    folder.make_dirs()
+    return _place(folder)
 
 
-def publish(run_dir: str | Path, epoch: int, totals: dict[str, float], options: dict[str, Any]) -> None:
+def publish(run_dir: Where, epoch: int, totals: dict[str, float], options: dict[str, Any]) -> None:
     """Make epoch ``epoch`` the one a resume starts from (its rank files are written), then drop older ones.
 
-    ``state.json`` goes into the epoch folder, then the pointer moves by one rename: before it, a
-    resume sees the previous epoch whole; after it, this one.
+    ``state.json`` goes into the epoch folder, then the pointer moves by one rename (one upload on an
+    object store, after every other file): before it, a resume sees the previous epoch whole; after
+    it, this one.
     """
-    root = Path(run_dir) / "checkpoints"
+    root = checkpoints_of(run_dir)
     name = f"epoch-{epoch:06d}"
     state = {"epoch": epoch, "totals": totals, "options": options}
-    atomic_write_text(root / name / "state.json", json.dumps(state))
-    atomic_write_text(root / POINTER, json.dumps({"epoch": epoch, "folder": name}))
-    for old in root.glob("epoch-*"):
-        if old.name != name:
-            shutil.rmtree(old, ignore_errors=True)
-    for older in [*root.glob("rank*.pt"), root / "state.json"]:  # files of the layout before epoch folders
-        older.unlink(missing_ok=True)
+    (root / name / "state.json").write_text(json.dumps(state))
+    (root / POINTER).write_text(json.dumps({"epoch": epoch, "folder": name}))
+    for old in root.names("epoch-*"):
+        if old != name:
+            (root / old).remove(recursive=True)
+    for older in [*root.names("rank*.pt"), "state.json"]:  # files of the layout before epoch folders
+        (root / older).remove()
 
 
-def read_checkpoint(run_dir: str | Path, ranks: int | None = None, saved_ranks: bool = False) -> Checkpoint:
+def has_checkpoint(run_dir: Where) -> bool:
+    """Whether a run folder (or ``--checkpoint`` location) has published an epoch."""
+    return (checkpoints_of(run_dir) / POINTER).exists()
+
+
+def read_checkpoint(run_dir: Where, ranks: int | None = None, saved_ranks: bool = False) -> Checkpoint:
     """The run folder's last complete checkpoint, every file of it checked; SpecError in one line if not.
 
     Parameters
@@ -121,19 +170,16 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None, saved_ranks: 
         Check as many replicas as the checkpoint says wrote it (``ranks`` where it does not say).
     """
     where = f"--resume: {str(run_dir)!r}"
-    pointer = Path(run_dir) / "checkpoints" / POINTER
-    older = pointer.parent / "state.json"  # the layout before per-epoch folders: one set of files, in place
+    root = checkpoints_of(run_dir)
+    pointer = root / POINTER
+    older = root / "state.json"  # the layout before per-epoch folders: one set of files, in place
     if not pointer.exists() and not older.exists():
         raise SpecError(f"{where} has no checkpoint (checkpoints/{POINTER} missing)")
     try:
-        folder = (
-            pointer.parent / str(json.loads(pointer.read_text())["folder"])
-            if pointer.exists()
-            else pointer.parent
-        )
+        folder = root / str(json.loads(pointer.read_text())["folder"]) if pointer.exists() else root
         state = json.loads((folder / "state.json").read_text())
         checkpoint = Checkpoint(
-            int(state["epoch"]), folder, dict(state["totals"]), dict(state.get("options", {}))
+            int(state["epoch"]), _place(folder), dict(state["totals"]), dict(state.get("options", {}))
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SpecError(f"{where}: the checkpoint is corrupt ({type(err).__name__}: {err})") from None
@@ -142,7 +188,7 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None, saved_ranks: 
     for rank in range(ranks or 0):
         path = folder / f"rank{rank}.pt"
         try:
-            torch.load(path, weights_only=True, map_location="cpu")
+            read_state(path)
         except Exception as err:  # torch raises many kinds for a truncated or foreign file
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise SpecError(
@@ -151,7 +197,7 @@ def read_checkpoint(run_dir: str | Path, ranks: int | None = None, saved_ranks: 
     return checkpoint
 
 
-def read_checkpoint_state(run_dir: str | Path) -> dict[str, Any]:
+def read_checkpoint_state(run_dir: Where) -> dict[str, Any]:
     """``{"epoch": last complete epoch, "totals": running totals}`` of a run folder's checkpoint."""
     checkpoint = read_checkpoint(run_dir)
     return {"epoch": checkpoint.epoch, "totals": checkpoint.totals}
@@ -163,7 +209,7 @@ def fixed_options(config: RunConfig) -> dict[str, Any]:
     return {k: flat[k] for k in FIXED_OPTIONS}
 
 
-def check_resume(config: RunConfig, run_dir: str | Path) -> Checkpoint:
+def check_resume(config: RunConfig, run_dir: Where) -> Checkpoint:
     """The checkpoint ``config`` continues from; SpecError in one line if it is corrupt, was trained
     with other options (the worker count may differ), or already has ``config.optim.epochs`` epochs."""
     checkpoint = read_checkpoint(run_dir, config.world, saved_ranks=True)
@@ -194,14 +240,15 @@ def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Datas
     seed, spec = config.optim.seed, config.data.shard
     old = shard_indices(dataset.y_train, old_world, spec, seed=seed)
     new = shard_indices(dataset.y_train, new_world, spec, seed=seed)
-    states = [read_state(checkpoint.folder / f"rank{r}.pt") for r in range(old_world)]
+    source = Location.of(checkpoint.folder)
+    states = [read_state(source / f"rank{r}.pt") for r in range(old_world)]
     layout = ReplicaState.shard(config, dataset, 0, new_world).sampler.state_layout
-    folder = checkpoint.folder.with_name(f"{checkpoint.folder.name}-of-{new_world}")
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    folder = source.parent / f"{source.name}-of-{new_world}"
+    folder.remove(recursive=True)
+    folder.make_dirs()
     for rank, state in enumerate(reshard_states(states, old, new, layout, dataset.n_train)):
         write_state(folder / f"rank{rank}.pt", state)
-    for server in checkpoint.folder.glob("server*.pt"):  # server shards keep theirs: their count is fixed
-        shutil.copyfile(server, folder / server.name)
+    for server in source.names("server*.pt"):  # server shards keep theirs: their count is fixed
+        (folder / server).write_bytes((source / server).read_bytes())
     options = {**checkpoint.options, "workers": config.cluster.workers, "replicas": config.cluster.replicas}
-    return Checkpoint(checkpoint.epoch, folder, dict(checkpoint.totals), options)
+    return Checkpoint(checkpoint.epoch, _place(folder), dict(checkpoint.totals), options)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..config import RunConfig
 from ..failures import Diverged
+from ..locations import Location
 from ..metrics import EvalRecord, SelectionRecord, Sink
 from .checkpoints import Checkpoint, epoch_folder, fixed_options, publish
 from .divergence import Divergence
@@ -61,10 +62,11 @@ class Backend(Protocol):
     def evaluate(self) -> tuple[float, float]:
         """Test loss and accuracy of replica 0 (every replica holds the same parameters)."""
 
-    def save(self, folder: Path) -> None:
-        """Write every replica's ``rank<r>.pt`` and every server's ``server<s>.pt`` into ``folder``."""
+    def save(self, folder: Path | Location) -> None:
+        """Write every replica's ``rank<r>.pt`` and every server's ``server<s>.pt`` into ``folder`` (a
+        path on this machine, else a Location)."""
 
-    def load(self, folder: Path) -> None:
+    def load(self, folder: Path | Location) -> None:
         """Restore what :meth:`save` wrote (for as many replicas as this backend has)."""
 
 
@@ -87,7 +89,7 @@ def drive(
     progress: Callable[[EvalRecord], None] | None = None,
     stop: Stop = None,
     selection_records: bool = True,
-    checkpoint_dir: str | Path | None = None,
+    checkpoint_dir: str | Path | Location | None = None,
     checkpoint: Checkpoint | None = None,
     chance: float | None = None,
 ) -> Driven:
@@ -111,8 +113,9 @@ def drive(
         Checked before every epoch, and by the backend within it where it can stop mid-epoch.
     selection_records : bool
         Write one SelectionRecord per sample and epoch.
-    checkpoint_dir : path, optional
-        Run folder whose ``checkpoints/`` get one version per epoch (see :mod:`adass.engine.checkpoints`).
+    checkpoint_dir : path, URL or Location, optional
+        Where ``checkpoints/`` get one version per epoch (see :mod:`adass.engine.checkpoints`):
+        :func:`~adass.engine.checkpoints.checkpoint_location` of the run.
     checkpoint : Checkpoint, optional
         Continue from it: its files are loaded (for this backend's replica count), its totals go on,
         and records of later epochs already in the sink are dropped.
@@ -183,7 +186,12 @@ def _record_epoch(
 
 
 def _checkpoint(
-    backend: Backend, run_dir: str | Path, epoch: int, totals: dict[str, float], sink: Sink, config: RunConfig
+    backend: Backend,
+    run_dir: str | Path | Location,
+    epoch: int,
+    totals: dict[str, float],
+    sink: Sink,
+    config: RunConfig,
 ) -> None:
     """Rank files into a fresh epoch folder, records flushed, then the pointer moves (one rename)."""
     folder = epoch_folder(run_dir, epoch)

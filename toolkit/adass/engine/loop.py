@@ -140,7 +140,7 @@ class Engine:
         ``MAX_SHARED_ROWS`` rows (2**48, what two float32 halves of a row id carry exactly)."""
         return (
             self.world > 1 and self.exchange is not None and not self.exchange.lockstep
-            and not self.state.sampler.two_pass and int(self.state.y_all.shape[0]) < MAX_SHARED_ROWS
+            and not self.state.sampler.two_pass and self.state.n_train < MAX_SHARED_ROWS
         )  # fmt: skip
 
     def agreement_traffic(self, epoch: int) -> list[dict[str, Any]]:

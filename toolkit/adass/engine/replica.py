@@ -14,7 +14,7 @@ import torch
 
 from ..codecs.base import stable_seed
 from ..config import RunConfig
-from ..data import Dataset, shard_indices
+from ..data import Dataset, Shard, shard_indices
 from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
@@ -30,7 +30,8 @@ def replica_seed(seed: int, rank: int) -> int:
 
 
 class ReplicaState:
-    """Model, optimizer, samples and sampler of one replica; build it with :meth:`whole` or :meth:`shard`.
+    """Model, optimizer, samples and sampler of one replica; build it with :meth:`whole`, :meth:`shard`
+    or :meth:`held` (from a :class:`~adass.data.Shard` read on the replica's own machine).
 
     Every replica builds the same initial model from the run seed, so no broadcast is needed.
 
@@ -38,10 +39,8 @@ class ReplicaState:
     ----------
     config : RunConfig
         The run.
-    dataset : Dataset
-        All the data; the replica keeps the training samples at ``indices`` and the whole test set.
-    indices : Tensor
-        ``(n,)`` positions of this replica's training samples in ``dataset``.
+    shard : Shard
+        This replica's training rows, the test split and, where it is held, the whole training split.
     sampler_seed : int
         Seed of this replica's sampler.
 
@@ -52,20 +51,21 @@ class ReplicaState:
         this machine; a Dask run hands its replicas the device it resolved with its workers).
     """
 
-    def __init__(self, config: RunConfig, dataset: Dataset, indices: torch.Tensor, sampler_seed: int) -> None:
+    def __init__(self, config: RunConfig, shard: Shard, sampler_seed: int) -> None:
         o = config.optim
-        self.config, self.indices = config, indices
-        self.x, self.y = dataset.x_train[indices], dataset.y_train[indices]
-        # the whole training set (no copy): where an epoch's work is shared out by throughput, a
-        # replica trains on samples handed over from another's shard (``engine/work.py``)
-        self.x_all, self.y_all = dataset.x_train, dataset.y_train
-        self.x_test, self.y_test = dataset.x_test, dataset.y_test
+        self.config, self.indices = config, shard.indices
+        self.x, self.y = shard.x, shard.y
+        self.n_train = shard.n_train
+        # the whole training set where it is held (None otherwise): where an epoch's work is shared
+        # out by throughput, a replica trains on samples handed over from another's shard (``engine/work.py``)
+        self.x_all, self.y_all = shard.x_all, shard.y_all
+        self.x_test, self.y_test = shard.x_test, shard.y_test
         self.device = run_device(config.cluster.device)
         # built on the host from the run seed, then moved: the same initial values on every device
-        model = build_model(config.model.model, dataset.shape, dataset.classes, seed=o.seed)
+        model = build_model(config.model.model, shard.shape, shard.classes, seed=o.seed)
         self.model = model.to(self.device)
         self.sampler = build_sampler(
-            config.sampler.sampler, n=int(indices.numel()), seed=sampler_seed, epochs=o.epochs,
+            config.sampler.sampler, n=shard.n, seed=sampler_seed, epochs=o.epochs,
             feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
@@ -85,14 +85,19 @@ class ReplicaState:
     @classmethod
     def whole(cls, config: RunConfig, dataset: Dataset) -> ReplicaState:
         """The only replica of a single-process run: every sample, the sampler seeded by the run seed."""
-        return cls(config, dataset, torch.arange(dataset.n_train), config.optim.seed)
+        return cls(config, Shard.of(dataset, torch.arange(dataset.n_train)), config.optim.seed)
 
     @classmethod
     def shard(cls, config: RunConfig, dataset: Dataset, rank: int, world: int) -> ReplicaState:
         """Replica ``rank`` of ``world``: its shard (``config.data.shard``) and its own sampler seed."""
         seed = config.optim.seed
         indices = shard_indices(dataset.y_train, world, config.data.shard, seed=seed)[rank]
-        return cls(config, dataset, indices, replica_seed(seed, rank))
+        return cls(config, Shard.of(dataset, indices), replica_seed(seed, rank))
+
+    @classmethod
+    def held(cls, config: RunConfig, shard: Shard, rank: int) -> ReplicaState:
+        """Replica ``rank`` from the shard it holds (its rows drawn as :meth:`shard` draws them)."""
+        return cls(config, shard, replica_seed(config.optim.seed, rank))
 
     @property
     def n(self) -> int:

@@ -139,7 +139,7 @@ class EpochWork:
         lags = [torch.full((r.numel(),), path_now - p) for r, _, p in self.foreign]
         posted = torch.cat([ids_to_floats(torch.cat(rows)), torch.cat([loss for _, loss, _ in self.foreign]),
                             torch.cat(lags).float()]) if rows else torch.zeros(0)  # fmt: skip
-        local = torch.full((int(s.y_all.shape[0]),), -1, dtype=torch.long)
+        local = torch.full((s.n_train,), -1, dtype=torch.long)
         local[s.indices] = torch.arange(s.n)
         for part in agreement.gather(posted):
             n = part.numel() // 4  # ids (two values each), losses, lags

@@ -18,6 +18,7 @@ from ..engine import (
     Stop,
     chance_accuracy,
     check_resume,
+    checkpoint_location,
     drive,
     reshard_checkpoint,
 )
@@ -68,9 +69,10 @@ def run(
     selection_records : bool
         Write one SelectionRecord per sample and epoch.
     checkpoint_dir : path, optional
-        Run folder whose ``checkpoints/`` get one version per epoch, whatever the backend.
+        Run folder whose ``checkpoints/`` get one version per epoch, whatever the backend, unless
+        ``--checkpoint`` names another place (a folder or a URL).
     resume : bool
-        Continue from the checkpoint in ``checkpoint_dir`` (another backend or replica count may
+        Continue from the checkpoint there (another backend or replica count may
         continue it: the replicas' states are re-sharded).
     store : RunStore, optional
         Receives live per-step rows while the run goes on.
@@ -82,7 +84,7 @@ def run(
     RunResult
         ``counters`` hold backprops, forwards and training seconds; ``extra`` the running
         ``totals`` and the final ``parameters`` (every replica's in this process, rank 0's on Dask),
-        and on Dask ``store``, ``dashboard_link`` and ``faults``.
+        and on Dask ``store``, ``dashboard_link``, ``faults`` and ``data`` (how each replica got its data).
 
     Raises
     ------
@@ -97,7 +99,8 @@ def run(
         check_replica_count(config, dataset)
     if config.backend == "dask":
         return _on_dask(config, sink, progress, stop, run_id, checkpoint_dir, resume, store, on_ready, handle)
-    checkpoint = check_resume(config, checkpoint_dir) if resume and checkpoint_dir is not None else None
+    where = checkpoint_location(config, checkpoint_dir)
+    checkpoint = check_resume(config, where) if resume and where is not None else None
     sink = sink if sink is not None else MemorySink()
     ds = dataset if dataset is not None else load_dataset(config.data.data, seed=config.optim.seed)
     check_replica_count(config, ds)
@@ -107,7 +110,7 @@ def run(
         if hasattr(sink, "resume"):
             sink.resume()
     driven = drive(backend, config, sink, ds.n_train, run_id=run_id, progress=progress, stop=stop,
-                   selection_records=selection_records, checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                   selection_records=selection_records, checkpoint_dir=where, checkpoint=checkpoint,
                    chance=chance_accuracy(ds.y_test, ds.classes))  # fmt: skip
     t = driven.totals
     states = backend.states()
@@ -147,6 +150,6 @@ def _on_dask(config: RunConfig, sink, progress, stop, run_id, checkpoint_dir, re
                                checkpoint_dir=checkpoint_dir, resume=resume, on_ready=on_ready, handle=handle,
                                stop=stop)  # fmt: skip
     extra = {"totals": result.totals, "store": result.store, "dashboard_link": result.dashboard_link,
-             "parameters": result.parameters, "faults": result.faults}  # fmt: skip
+             "parameters": result.parameters, "faults": result.faults, "data": result.data}  # fmt: skip
     return RunResult(model=None, sink=result.sink, counters=_counters(result.totals), config=config, dataset=None,
                      final=result.final, extra=extra, stopped=result.stopped)  # fmt: skip

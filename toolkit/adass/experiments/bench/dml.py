@@ -12,7 +12,10 @@ Step time is the slowest rank's ``compute_s + encode_s + comm_s + decode_s`` (fo
 codec math and waiting on transfers; the optimizer step is left out), median over the run's steps; DDP's is forward + backward, inside which
 it all-reduces. Epoch time is the client's wall time per epoch (DDP: the slowest rank's epoch loop).
 The communication share is ``comm_s`` (waiting on transfers) over that step time, summed over all
-StepRecords. Timings are compared as ratios within one invocation: DDP and ring fp32 run in
+StepRecords. Beside them, how each arm's data reached its replicas: ``load_s``, the slowest replica's
+seconds from being told its rows to holding them (reading its shard from ``--data`` or receiving it
+from the client, see :mod:`adass.runtime.cluster.feed`), and ``data_MB_replica``, the most any
+replica holds (its shard and the test split; DDP's rows leave both empty). Timings are compared as ratios within one invocation: DDP and ring fp32 run in
 alternating pairs, and the ring's ratio is the median over pairs.
 """
 
@@ -52,7 +55,7 @@ LINKS = {"none": "", "1gbit": "1gbit,50us"}
 DDP = "torch ddp (gloo)"
 SINGLE = "single process"
 COLUMNS = ["workers", "exchange", "codec", "link", "epoch_s", "epoch_vs_ps", "step_ms", "step_vs_ddp",
-           "comm_share", "wire_MB_epoch", "test_acc"]  # fmt: skip
+           "comm_share", "wire_MB_epoch", "test_acc", "load_s", "data_MB_replica"]  # fmt: skip
 ADASS_COLUMNS = ["sampler", "run", "workers", "seeds", "test_acc", "acc_sd_pts", "acc_vs_single_pts",
                  "diff_se_pts", "backprop_frac", "epoch_s"]  # fmt: skip
 RUN_COLUMNS = ["sampler", "run", "workers", "seed", "test_acc", "backprops", "epoch_s"]
@@ -80,9 +83,13 @@ def _step_ms(per_rank_step_s: pd.Series, steps: pd.Series) -> float:
 
 
 def _row(workers: int, exchange: str, codec: str, link: str, epoch_s: float, step_ms: float,
-         comm_share: float, wire_mb: float, test_acc: float) -> dict:  # fmt: skip
+         comm_share: float, wire_mb: float, test_acc: float, data: list[dict] | None = None) -> dict:  # fmt: skip
+    """One table row; ``data`` holds every replica's data report (how long loading took, bytes held)."""
+    load_s = max(r["load_s"] for r in data) if data else float("nan")
+    data_mb = max(r["data_bytes"] for r in data) / 1e6 if data else float("nan")
     return {"workers": workers, "exchange": exchange, "codec": codec, "link": link, "epoch_s": epoch_s,
-            "step_ms": step_ms, "comm_share": comm_share, "wire_MB_epoch": wire_mb, "test_acc": test_acc}  # fmt: skip
+            "step_ms": step_ms, "comm_share": comm_share, "wire_MB_epoch": wire_mb, "test_acc": test_acc,
+            "load_s": load_s, "data_MB_replica": data_mb}  # fmt: skip
 
 
 def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: str, codec: str,
@@ -120,7 +127,7 @@ def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: 
     row = _row(workers, spec, codec, link, result.totals["train_s"] / epochs,
                _step_ms(step_s, steps["step"]),
                float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
-               result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc)  # fmt: skip
+               result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc, result.data)  # fmt: skip
     return {**row, "backprops": int(result.totals["backprops"])}
 
 

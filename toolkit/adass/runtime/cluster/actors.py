@@ -8,28 +8,45 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 import torch.distributed as dist
 from distributed import get_worker
 
 from ...config import RunConfig
-from ...data import load_dataset
+from ...data import DataNotFound, Shard, read_shard
 from ...devices import local_device
-from ...engine import Engine, LiveBatches, ReplicaState, TorchAgreement, own_shard, read_state, write_state
+from ...engine import (
+    Engine,
+    LiveBatches,
+    ReplicaState,
+    TorchAgreement,
+    own_shard,
+    read_state,
+    state_bytes,
+    state_from_bytes,
+    write_state,
+)
 from ...exchange import GlooTransport, as_server, make_exchange
 from ...exchange.transport import is_loopback, segment_bytes_for
+from ...locations import Location
 from ...registry import SpecError
 from .bootstrap import destroy_group, init_group
 from .events import EventRelay, topic_for
+from .feed import ShardOrder
 from .rendezvous import DaskStore, prove_peers
 
 __all__ = ["Replica", "Server"]
 
 
-_SHARED = "on a cluster of several machines it must be a folder every worker sees at the same path (a shared file system)"
+_SHARED = (
+    "on a cluster of several machines it must be a place every worker reaches (a URL, or a folder "
+    "at the same path on a shared file system), or pass --checkpoint-writer client"
+)
 
 
 def _here() -> str:
@@ -40,22 +57,22 @@ def _here() -> str:
         return "this process"
 
 
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    """``state`` to ``path`` atomically; a folder this worker cannot write in is bad input, not a fault
+def _write_state(path: Location | Path, state: dict[str, Any], option: str = "--out") -> None:
+    """``state`` to ``path`` atomically; a place this worker cannot write in is bad input, not a fault
     that a restart could mend."""
     try:
         write_state(path, state)
     except OSError as err:
-        raise SpecError(f"--out: {_here()} cannot write {path} "
+        raise SpecError(f"{option}: {_here()} cannot write {path} "
                         f"({err.strerror or err}); {_SHARED}") from None  # fmt: skip
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def _read_state(path: Location | Path, option: str = "--out") -> dict[str, Any]:
     """The state saved at ``path``; a file this worker cannot see is bad input (see ``_write_state``)."""
     try:
         return read_state(path)
     except FileNotFoundError:
-        raise SpecError(f"--out: {_here()} finds no {path}; {_SHARED}") from None
+        raise SpecError(f"{option}: {_here()} finds no {path}; {_SHARED}") from None
 
 
 class _Member:
@@ -92,25 +109,130 @@ class _Member:
             seed=self.config.optim.seed, run=self.run_id,
         )  # fmt: skip
 
+    async def setup(self, rendezvous: Any, secret: bytes, timeout_s: float, shape: tuple[int, ...],
+                    classes: int) -> bool:  # fmt: skip
+        """Join the group and build the exchange (and a PS shard's parameters, from the run seed and the
+        data's ``shape`` and ``classes``); return whether this member needs the whole training split
+        (replicas of an asynchronous exchange hand samples to each other)."""
+
+        def work() -> bool:
+            self._join(rendezvous, secret, timeout_s)
+            own_shard(self.exchange, self.config, tuple(shape), classes)  # a PS shard this rank serves
+            return self.rank < self.replicas and self.replicas > 1 and not self.exchange.lockstep
+
+        return await asyncio.to_thread(work)
+
     async def teardown(self) -> None:
         await asyncio.to_thread(destroy_group)
 
+    async def sees(self, probe: str) -> bool:
+        """Whether this worker finds the file ``probe`` (a path or URL) that the client wrote."""
 
-class Replica(_Member):
-    """One model replica on one Dask worker; the client drives it one epoch at a time."""
-
-    async def setup(self, rendezvous: Any, secret: bytes, timeout_s: float) -> int:
-        """Join the group, load the data, build model/sampler/exchange; return the shard size."""
-
-        def work() -> int:
-            self._join(rendezvous, secret, timeout_s)
-            dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
-            state = ReplicaState.shard(self.config, dataset, self.rank, self.replicas)
-            own_shard(self.exchange, self.config, dataset.shape, dataset.classes)  # a colocated PS shard
-            self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
-            return state.n
+        def work() -> bool:
+            try:
+                return Location(probe).exists()
+            except Exception:  # noqa: BLE001 - a protocol it cannot use, credentials it lacks: it does not see it
+                return False
 
         return await asyncio.to_thread(work)
+
+    # -- checkpoints: this member's file, written here or by the client ------------------------
+    @property
+    def option(self) -> str:
+        """The option that names where checkpoints go, for messages."""
+        return "--checkpoint" if self.config.cluster.checkpoint else "--out"
+
+    def file_name(self) -> str:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        raise NotImplementedError
+
+    async def save(self, folder: str) -> None:
+        """Write this member's file into ``folder`` (a path or URL this worker reaches)."""
+        await asyncio.to_thread(lambda: _write_state(Location(folder) / self.file_name(), self.state_dict(),
+                                                     self.option))  # fmt: skip
+
+    async def load(self, folder: str) -> None:
+        """Restore this member's file from ``folder`` (a path or URL this worker reaches)."""
+
+        def work() -> None:
+            path = Location(folder) / self.file_name()
+            self.load_state_dict(
+                _read_state(path, self.option) if self.needs_file() or path.exists() else None
+            )
+
+        await asyncio.to_thread(work)
+
+    def needs_file(self) -> bool:
+        """Whether a checkpoint must hold this member's file (else a missing one leaves it as it starts)."""
+        return True
+
+    async def state(self) -> bytes:
+        """This member's state as the bytes of its file, for the client to write."""
+        return await asyncio.to_thread(lambda: state_bytes(self.state_dict()))
+
+    async def load_bytes(self, data: bytes | None) -> None:
+        """Restore the state the client read (None: the checkpoint holds no file of this member)."""
+        await asyncio.to_thread(
+            lambda: self.load_state_dict(None if data is None else state_from_bytes(data))
+        )
+
+
+class Replica(_Member):
+    """One model replica on one Dask worker; the client drives it one epoch at a time.
+
+    Its data arrives after :meth:`setup`: :meth:`read` reads its shard from ``--data``; or the
+    client sends it in pieces (:meth:`receive`) and :meth:`take` puts them together.
+    """
+
+    pieces: list[Shard]
+
+    async def read(self, order: ShardOrder) -> dict[str, Any] | None:
+        """Read this replica's shard as ``order`` says and build the engine; return what it holds (see
+        :meth:`_hold`), or None where ``order.fallback`` and the files are not on this machine."""
+
+        def work() -> dict[str, Any] | None:
+            began = time.perf_counter()
+            try:
+                shard = read_shard(order.spec, order.seed, order.indices, order.n_train, order.standardization,
+                                   whole=order.whole)  # fmt: skip
+            except DataNotFound:
+                if order.fallback:
+                    return None
+                raise
+            return self._hold(shard, "read", time.perf_counter() - began)
+
+        return await asyncio.to_thread(work)
+
+    async def receive(self, piece: Shard) -> None:
+        """One piece of this replica's shard, streamed by the client."""
+        if not getattr(self, "pieces", None):
+            self.pieces, self.first_piece_at = [], time.perf_counter()
+        self.pieces.append(piece)
+
+    async def take(self, order: ShardOrder) -> dict[str, Any]:
+        """Build the engine from the pieces received; return what it holds (see :meth:`_hold`)."""
+
+        def work() -> dict[str, Any]:
+            shard = Shard.join(self.pieces)
+            if order.whole:  # the pieces hold the whole training split: keep it, and take the shard's rows
+                shard = Shard(order.indices, shard.x[order.indices], shard.y[order.indices], shard.x_test,
+                              shard.y_test, shard.shape, shard.classes, order.n_train, shard.x, shard.y)  # fmt: skip
+            self.pieces = []
+            return self._hold(shard, "stream", time.perf_counter() - self.first_piece_at)
+
+        return await asyncio.to_thread(work)
+
+    def _hold(self, shard: Shard, how: str, load_s: float) -> dict[str, Any]:
+        """Build the engine on ``shard``; report how the data came, in how long and what is held."""
+        state = ReplicaState.held(self.config, shard, self.rank)
+        self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
+        return {"rank": self.rank, "n": shard.n, "how": how, "load_s": load_s, "data_bytes": shard.nbytes,
+                "rss_bytes": psutil.Process().memory_info().rss}  # fmt: skip
 
     async def select(self, epoch: int, selection: bool = True) -> dict[str, Any]:
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps; with
@@ -136,17 +258,16 @@ class Replica(_Member):
     async def evaluate(self) -> tuple[float, float]:
         return await asyncio.to_thread(self.engine.evaluate)
 
-    async def save(self, folder: str) -> None:
-        def work() -> None:
-            _write_state(Path(folder) / f"rank{self.rank}.pt", self.engine.state_dict())
+    def file_name(self) -> str:
+        return f"rank{self.rank}.pt"
 
-        await asyncio.to_thread(work)
+    def state_dict(self) -> dict[str, Any]:
+        return self.engine.state_dict()
 
-    async def load(self, folder: str) -> None:
-        def work() -> None:
-            self.engine.load_state_dict(_read_state(Path(folder) / f"rank{self.rank}.pt"))
-
-        await asyncio.to_thread(work)
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if state is None:
+            raise FileNotFoundError(f"the checkpoint holds no {self.file_name()}")
+        self.engine.load_state_dict(state)
 
     async def parameters(self) -> list[torch.Tensor]:
         return [p.detach().cpu().clone() for p in self.engine.state.model.parameters()]  # for any client
@@ -156,40 +277,30 @@ class Server(_Member):
     """One Parameter Server shard on its own Dask worker (rank >= replicas); under ``ps:update=server``
     it owns its slice of the parameters and of the optimizer state, which checkpoints hold."""
 
-    async def setup(self, rendezvous: Any, secret: bytes, timeout_s: float) -> int:
-        def work() -> None:
-            self._join(rendezvous, secret, timeout_s)
-            self.shard = self.rank - self.replicas
-            if self.exchange.pulls_parameters:  # the initial model comes from the run seed, as on replicas
-                dataset = load_dataset(self.config.data.data, seed=self.config.optim.seed)
-                own_shard(self.exchange, self.config, dataset.shape, dataset.classes)
+    @property
+    def shard(self) -> int:
+        return self.rank - self.replicas
 
-        await asyncio.to_thread(work)
-        return 0
-
-    def _path(self, folder: str) -> Path:
+    def file_name(self) -> str:
         # named by shard, not rank: a resume with another replica count keeps the servers' files
-        return Path(folder) / f"server{self.shard}.pt"
+        return f"server{self.shard}.pt"
 
-    async def save(self, folder: str) -> None:
-        def work() -> None:
-            _write_state(self._path(folder), self.exchange.state_dict())
+    def needs_file(self) -> bool:
+        """A checkpoint without server files (a PS whose replicas step) leaves the server as it starts,
+        unless it owns parameters."""
+        return bool(self.exchange.pulls_parameters)
 
-        await asyncio.to_thread(work)
+    def state_dict(self) -> dict[str, Any]:
+        return self.exchange.state_dict()
 
-    async def load(self, folder: str) -> None:
-        """Restore the shard saved in ``folder``; a checkpoint without server files (a PS whose
-        replicas step) leaves the server as it starts, unless it owns parameters."""
-
-        def work() -> None:
-            path = self._path(folder)
-            if not path.exists():
-                if self.exchange.pulls_parameters:
-                    raise FileNotFoundError(f"{path}: the checkpoint holds no state of server {self.shard}")
-                return
-            self.exchange.load_state_dict(_read_state(path))
-
-        await asyncio.to_thread(work)
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if state is None:
+            if self.needs_file():
+                raise FileNotFoundError(
+                    f"{self.file_name()}: the checkpoint holds no state of server {self.shard}"
+                )
+            return
+        self.exchange.load_state_dict(state)
 
     async def run_epoch(
         self, epoch: int, steps: int, worker_steps: list[int] | None = None

@@ -2,8 +2,10 @@
 
 The client coordinates per epoch, never per step: replicas select their samples (agreeing on one
 ADASS budget and the step count), run the epoch exchanging gradients peer to peer, and report
-back; :func:`adass.engine.drive` does the rest, as for every backend. Every epoch ends with a
-checkpoint (:mod:`adass.engine.checkpoints`) so ``resume=True`` can continue a run. All ranks are waited on together (:func:`adass.runtime.cluster.waiting.wait_all`): the first
+back; :func:`adass.engine.drive` does the rest, as for every backend. Replicas get their data as
+:mod:`adass.runtime.cluster.feed` says (read where they are, or streamed by the client). Every epoch
+ends with a checkpoint (:mod:`adass.engine.checkpoints`) so ``resume=True`` can continue a run: the
+workers write their files where ``--checkpoint`` says when they all reach it, else the client does. All ranks are waited on together (:func:`adass.runtime.cluster.waiting.wait_all`): the first
 rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
 last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the cluster
 gives one in time (a nanny restarts a killed worker process), otherwise on the workers that remain,
@@ -30,20 +32,24 @@ from ...engine import (
     Stop,
     chance_accuracy,
     check_resume,
+    checkpoint_location,
     drive,
+    has_checkpoint,
     read_checkpoint,
     reshard_checkpoint,
 )
 from ...failures import LostRank, RunFailure
+from ...locations import Location
 from ...metrics import EvalRecord, MemorySink, Sink, atomic_write_text
 from ...registry import SpecError
 from ..replica_count import check_replica_count
 from .actors import Replica, Server
 from .connect import ClusterHandle, connect_for
 from .events import topic_for
+from .feed import feed_replicas, shard_orders
 from .gpus import device_on_workers
 from .rendezvous import KeyValue
-from .waiting import call_all, wait_all
+from .waiting import call_all, call_each, wait_all
 
 __all__ = ["DaskBackend", "DistributedResult", "train_distributed"]
 
@@ -62,14 +68,28 @@ class DistributedResult:
     parameters: list | None = None
     stopped: bool = False
     faults: list[dict[str, Any]] = field(default_factory=list)
+    data: list[dict[str, Any]] = field(default_factory=list)
 
 
 class DaskBackend:
     """One attempt's actors on Dask workers (a backend of :func:`adass.engine.drive`); ``close``
-    always tears everything down."""
+    always tears everything down.
 
-    def __init__(self, config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore) -> None:
+    Parameters
+    ----------
+    dataset : Dataset
+        The data as the client loaded it: the shards are drawn from it, and streamed from it where
+        the replicas do not read their own.
+    checkpoints : Location, optional
+        Where the run's checkpoints go (to decide who writes them).
+    """
+
+    def __init__(self, config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, dataset: Dataset,
+                 checkpoints: Location | None = None) -> None:  # fmt: skip
         self.config, self.handle, self.run_id, self.store = config, handle, run_id, store
+        self.dataset, self.checkpoints = dataset, checkpoints
+        self.data: list[dict[str, Any]] = []  # how each replica got its data (feed_replicas' reports)
+        self.writer = "workers"
         self.replicas_n, self.servers_n = config.cluster.workers, config.servers
         self.timeout_s = config.cluster.timeout_s
         self.actors: list[Any] = []
@@ -94,6 +114,13 @@ class DaskBackend:
         """``method(*args)`` on each of ``members`` (ranks 0, 1, ... in order), all waited on together."""
         return call_all(members, method, args, self.addresses, self.timeout_s, what, alive=self.alive)
 
+    def call_each(self, members: list, method: str, args: list, what: str) -> list:
+        """``method(*args[i])`` on ``members[i]``, all waited on together."""
+        ranks = [self.actors.index(m) if m in self.actors else len(self.actors) + self.servers.index(m)
+                 for m in members]  # fmt: skip
+        return call_each(members, method, args, [self.addresses[r] for r in ranks], self.timeout_s, what,
+                         alive=self.alive)  # fmt: skip
+
     def start(self) -> None:
         client, world = self.handle.client, self.replicas_n + self.servers_n
         addresses = self.handle.workers()
@@ -117,7 +144,31 @@ class DaskBackend:
                                    "starting the actors", alive=self.alive)  # fmt: skip
         self.actors, self.servers = members[: self.replicas_n], members[self.replicas_n :]
         secret = secrets.token_bytes(32)  # this run's; each pair proves it once connected
-        self.call(members, "setup", store, secret, self.timeout_s, what="joining the process group")
+        whole = self.call(members, "setup", store, secret, self.timeout_s, tuple(self.dataset.shape),
+                          self.dataset.classes, what="joining the process group")  # fmt: skip
+        orders = shard_orders(self.config, config.data.data, self.dataset, whole[: self.replicas_n])
+        self.data = feed_replicas(
+            self.call_each, self.actors, orders, self.dataset, config.data.data_to_workers
+        )
+        self.writer = self._writer()
+
+    def _writer(self) -> str:
+        """Who writes the checkpoints: as ``--checkpoint-writer`` says; ``auto``: the workers where every
+        one of them finds a file the client put there, else the client (a place only it reaches)."""
+        how = self.config.cluster.checkpoint_writer
+        if how != "auto" or self.checkpoints is None:
+            return "workers" if how == "auto" else how
+        probe = self.checkpoints / f".adass-probe-{secrets.token_hex(8)}"
+        try:
+            self.checkpoints.make_dirs()
+            probe.write_bytes(b"")
+        except OSError:  # the client cannot write there: a place of the workers' own
+            return "workers"
+        try:
+            seen = self.call(self.actors + self.servers, "sees", str(probe), what="looking for --checkpoint")
+        finally:
+            probe.remove()
+        return "workers" if all(seen) else "client"
 
     # -- the driver's backend ---------------------------------------------------------------
     def plan(self, epoch: int, selection: bool) -> list[dict[str, list]]:
@@ -133,11 +184,28 @@ class DaskBackend:
     def evaluate(self) -> tuple[float, float]:
         return self.call(self.actors[:1], "evaluate", what="evaluation")[0]
 
-    def save(self, folder: Path) -> None:
-        self.call(self.actors + self.servers, "save", str(folder), what=f"checkpoint {folder.name}")
+    def _file_names(self) -> list[str]:
+        return [f"rank{r}.pt" for r in range(self.replicas_n)] + [
+            f"server{s}.pt" for s in range(self.servers_n)
+        ]
 
-    def load(self, folder: Path) -> None:
-        self.call(self.actors + self.servers, "load", str(folder), what="loading the checkpoint")
+    def save(self, folder: Path | Location) -> None:
+        members = self.actors + self.servers
+        if self.writer == "workers":
+            self.call(members, "save", str(folder), what=f"checkpoint {folder.name}")
+            return
+        states = self.call(members, "state", what=f"checkpoint {folder.name}")
+        for name, data in zip(self._file_names(), states, strict=True):
+            Location.of(folder / name).write_bytes(data)
+
+    def load(self, folder: Path | Location) -> None:
+        members = self.actors + self.servers
+        if self.writer == "workers":
+            self.call(members, "load", str(folder), what="loading the checkpoint")
+            return
+        files = [Location.of(folder / name) for name in self._file_names()]
+        states = [(f.read_bytes() if f.exists() else None,) for f in files]
+        self.call_each(members, "load_bytes", states, what="loading the checkpoint")
 
     def parameters(self) -> list:
         return self.call(self.actors[:1], "parameters", what="reading the parameters")[0]
@@ -179,10 +247,11 @@ def train_distributed(
     store : RunStore, optional
         Receives live per-step records through Dask events while the run goes on.
     checkpoint_dir : path, optional
-        Run folder whose ``checkpoints/`` get one version per epoch (see :mod:`adass.runtime.cluster.checkpoints`);
-        without it a run that loses a worker restarts from its first epoch.
+        Run folder whose ``checkpoints/`` get one version per epoch (see :mod:`adass.engine.checkpoints`),
+        unless ``--checkpoint`` names another place; with neither, a run that loses a worker restarts
+        from its first epoch.
     resume : bool
-        Continue from the checkpoint in ``checkpoint_dir`` (checked before the cluster starts).
+        Continue from the run's checkpoint (checked before the cluster starts).
     handle : ClusterHandle, optional
         An open cluster to use (it is left open); otherwise one is connected and closed here.
     stop : callable or Event, optional
@@ -199,10 +268,11 @@ def train_distributed(
     if config.cluster.workers < 1:
         raise SpecError("--workers: a distributed run needs 1 or more workers")
     checkpoint = None
-    if checkpoint_dir is not None:  # the workers write their files there, from their own working directory
+    if checkpoint_dir is not None:  # the run's records (faults.json) go there
         checkpoint_dir = Path(checkpoint_dir).expanduser().absolute()
-    if resume and checkpoint_dir is not None:
-        checkpoint = check_resume(config, checkpoint_dir)  # before any cluster starts
+    checkpoints = checkpoint_location(config, checkpoint_dir)
+    if resume and checkpoints is not None:
+        checkpoint = check_resume(config, checkpoints)  # before any cluster starts
     sink = sink if sink is not None else MemorySink()
     store = store if store is not None else RunStore()
     dataset = load_dataset(config.data.data, seed=config.optim.seed)  # fail here, not on the workers
@@ -220,7 +290,7 @@ def train_distributed(
             sink.resume()
         for attempt in range(config.cluster.restarts + 1):
             try:
-                return _attempt(config, handle, run_id, store, sink, progress, checkpoint_dir, checkpoint,
+                return _attempt(config, handle, run_id, store, sink, progress, checkpoints, checkpoint,
                                 stop, dataset, faults)  # fmt: skip
             except LostRank as err:
                 faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": str(err),
@@ -230,7 +300,7 @@ def train_distributed(
                         f"{err} (after {attempt} restarts; --restarts {config.cluster.restarts})"
                     ) from None
                 config = _after_loss(handle, config)
-                checkpoint = _last_checkpoint(checkpoint_dir, checkpoint)
+                checkpoint = _last_checkpoint(checkpoints, checkpoint)
                 faults[-1]["resumed_from_epoch"] = checkpoint.epoch if checkpoint is not None else -1
                 faults[-1]["workers_after"] = config.cluster.workers
                 _write_faults(checkpoint_dir, faults)
@@ -261,33 +331,34 @@ def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
         raise RunFailure(f"a worker was lost and {have - servers} replicas remain: {err}") from None
 
 
-def _last_checkpoint(checkpoint_dir: str | Path | None, before: Checkpoint | None) -> Checkpoint | None:
-    """The checkpoint to start again from: the run folder's last one, else the one it started from."""
-    if checkpoint_dir is None or not (Path(checkpoint_dir) / "checkpoints" / "latest.json").exists():
+def _last_checkpoint(checkpoints: Location | None, before: Checkpoint | None) -> Checkpoint | None:
+    """The checkpoint to start again from: the run's last one, else the one it started from."""
+    if checkpoints is None or not has_checkpoint(checkpoints):
         return before
-    return read_checkpoint(checkpoint_dir, saved_ranks=True)
+    return read_checkpoint(checkpoints, saved_ranks=True)
 
 
 def _attempt(
     config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
-    progress: Callable[[EvalRecord], None] | None, checkpoint_dir: str | Path | None,
+    progress: Callable[[EvalRecord], None] | None, checkpoints: Location | None,
     checkpoint: Checkpoint | None, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
 ) -> DistributedResult:  # fmt: skip
     """Start the actors, load ``checkpoint`` (or start afresh), train the remaining epochs."""
     if checkpoint is not None:
         # the same checkpoint for as many replicas as this attempt has
         checkpoint = reshard_checkpoint(checkpoint, config, dataset)
-    backend = DaskBackend(config, handle, run_id, store)
+    backend = DaskBackend(config, handle, run_id, store, dataset, checkpoints)
     try:
         backend.start()
         driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
-                       checkpoint_dir=checkpoint_dir, checkpoint=checkpoint,
+                       checkpoint_dir=checkpoints, checkpoint=checkpoint,
                        chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     finally:
         backend.close()
     return DistributedResult(sink=sink, store=store, final=driven.final, dashboard_link=handle.dashboard_link,
-                             totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults)  # fmt: skip
+                             totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults,
+                             data=backend.data)  # fmt: skip
 
 
 def _write_faults(run_dir: str | Path | None, faults: list[dict[str, Any]]) -> None:

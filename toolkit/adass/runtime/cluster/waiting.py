@@ -18,7 +18,7 @@ from ...failures import LostRank, RunFailure, one_line
 from ...registry import SpecError
 from .bootstrap import GroupConnectError
 
-__all__ = ["call_all", "wait_all"]
+__all__ = ["call_all", "call_each", "wait_all"]
 
 _POLL_S = 0.05
 _MEMBERS_EVERY_S = 1.0
@@ -66,8 +66,9 @@ def wait_all(
             ):  # a bad option or an unreachable peer: a restart cannot help
                 raise
             except DataError as err:  # nor can it give a worker the files it lacks
-                where = (" (each worker reads --data itself: its files must be at that path on every worker's"
-                         " machine)") if isinstance(err, DataNotFound) else ""  # fmt: skip
+                where = (" (with --data-to-workers read each worker reads --data itself: its files must be at"
+                         " that URL or path on every worker's machine; auto or stream sends a worker that lacks"
+                         " them its rows from this process)") if isinstance(err, DataNotFound) else ""  # fmt: skip
                 raise DataError(f"rank {rank} on worker {addresses[rank]}: {err}{where}") from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
                 missing = _missing_code(err)
@@ -101,10 +102,18 @@ def call_all(
     refuses the call at once. Such a failure is named as one in a rank's result would be: the worker
     that left, the scheduler that is gone, or else the rank and its error.
     """
+    return call_each(members, method, [args] * len(members), addresses, timeout_s, what, alive)
+
+
+def call_each(
+    members: Sequence[Any], method: str, args: Sequence[Sequence[Any]], addresses: Sequence[str],
+    timeout_s: float, what: str, alive: Callable[[], set[str]] | None = None,
+) -> list[Any]:  # fmt: skip
+    """``members[r].method(*args[r])`` on every rank: :func:`call_all` with arguments of each rank's own."""
     futures = []
-    for rank, member in enumerate(members):
+    for rank, (member, own) in enumerate(zip(members, args, strict=True)):
         try:
-            futures.append(getattr(member, method)(*args))
+            futures.append(getattr(member, method)(*own))
         except Exception as err:  # noqa: BLE001 - distributed raises RuntimeError, CancelledError, OSError
             _raise_failed(addresses, alive, what, rank, err)
     return wait_all(futures, addresses, timeout_s, what, alive=alive)
