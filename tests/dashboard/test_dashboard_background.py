@@ -1,6 +1,7 @@
 """A run on a background thread: it trains, saves, reports through its feed, stops when asked."""
 
 import json
+import time
 
 from adass.config import RunConfig
 from adass.dashboard import (
@@ -12,6 +13,7 @@ from adass.dashboard import (
     Message,
     RunError,
     SelectionFrame,
+    Status,
     run_colocated,
     run_world,
 )
@@ -42,21 +44,26 @@ def test_background_run_trains_saves_and_reports(tmp_path):
 def test_stopping_a_background_run_keeps_the_finished_epochs(tmp_path):
     config = RunConfig.from_flat(**TINY, epochs=500, sampler="full")
     feed = LiveFeed()
-    run = BackgroundRun(config, feed, run_id="long", save_dir=tmp_path)
-    seen: list = []
-
-    def stop_after_an_epoch(record: EvalRecord) -> None:
-        seen.append(record)
-        if record.epoch >= 1:
-            run.stop()
-        LiveFeed.progress(feed, record)
-
-    feed.progress = stop_after_an_epoch  # the page's Stop button, pressed once two epochs are done
-    run.start()
+    run = BackgroundRun(config, feed, run_id="long", save_dir=tmp_path).start()
+    reader, evals = feed.reader(), 0
+    while evals < 2 and run.running:  # the page's Stop button, pressed once two epochs are done
+        evals += sum(isinstance(m, EvalDone) for m in reader.drain())
+        time.sleep(0.02)
+    run.stop()
     messages = messages_until_done(feed, run)
     assert run.outcome == "stopped (long)" and messages[-1] == Done("stopped (long)")
-    assert 2 <= len(seen) < 500
+    assert 2 <= run.epochs_done < 500
     assert len(load_run(tmp_path / "long")["eval"]) >= 2
+    assert json.loads((tmp_path / "long" / "outcome.json").read_text())["outcome"] == "stopped"
+
+
+def test_a_run_of_one_model_trains_in_a_process_of_its_own():
+    config = RunConfig.from_flat(**TINY, epochs=1)
+    feed = LiveFeed()
+    run = BackgroundRun(config, feed).start()
+    messages = messages_until_done(feed, run)
+    assert any(isinstance(m, Status) and "process of its own" in m.text for m in messages)
+    assert run.outcome.startswith("finished") and run.epochs_done == 1
 
 
 def test_a_failing_run_reports_one_line():

@@ -14,7 +14,9 @@ def test_every_option_has_a_widget_with_its_bounds_and_doc():
         for option, p in options(section).items():
             widget = controls.widgets[option]
             assert f"adass-opt-{option}" in widget.css_classes
-            told = widget.description if "description" in widget.param else widget.label  # a checkbox: its label
+            told = (
+                widget.description if "description" in widget.param else widget.label
+            )  # a checkbox: its label
             assert p.doc.split(" (")[0] in told
             if isinstance(p, (param.Integer, param.Number)):
                 assert allowed_text(p) in told  # the bounds are said, and checked by the page, not the box
@@ -29,7 +31,9 @@ def test_every_option_has_a_widget_with_its_bounds_and_doc():
         controls.config()
 
 
-@pytest.mark.parametrize(("option", "typed"), [("epochs", -3), ("workers", 1000), ("batch_size", 0), ("lr", None)])
+@pytest.mark.parametrize(
+    ("option", "typed"), [("epochs", -3), ("workers", 1000), ("batch_size", 0), ("lr", None)]
+)
 def test_a_number_outside_its_bounds_is_named_beside_its_box_and_refused_at_start(option, typed):
     controls = ConfigControls()
     before = controls.values()[option]

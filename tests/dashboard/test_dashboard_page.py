@@ -11,13 +11,13 @@ from bokeh.models import ColumnDataSource
 from synthetic_records import eval_records, ring_traffic, selection_frame, step_rows
 
 from adass.dashboard import (
-    RunBoard,
     VIEWS,
     Dashboard,
     DaskLink,
     DatasetLoaded,
     EvalDone,
     LiveFeed,
+    RunBoard,
     SelectionFrame,
     StepRows,
     TrafficRows,

@@ -68,6 +68,8 @@ def test_every_pair_proves_the_same_secret() -> None:
 def test_a_rank_without_the_runs_secret_is_named_by_its_peers() -> None:
     told = run_processes(_prove, 3, ([b"s" * 32, b"s" * 32, b"x" * 32],), timeout_s=60)
     for rank in (0, 1):
-        assert told[rank].startswith(f"rank {rank} of 3: the pair to rank 2 in the process group did not prove")
+        assert told[rank].startswith(
+            f"rank {rank} of 3: the pair to rank 2 in the process group did not prove"
+        )
         assert "\n" not in told[rank]
     assert "did not prove" in told[2]  # and it names its peers in turn

@@ -2,7 +2,8 @@
 
 A page's callbacks must never block, and a synchronous Dask client inside them stalls the page, so
 the run gets a thread of its own and, for distributed runs, its own client and cluster (started and
-torn down by ``train_distributed``).
+torn down by ``train_distributed``). A run of one model or of replicas on threads trains in a process
+of its own (:mod:`adass.dashboard.own_process`); the thread relays its messages.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import time
 from pathlib import Path
 
 from ..config import RunConfig
-from ..data import DataError, load_dataset, standardization_record
-from ..engine import RunStore
-from ..metrics import OUTCOME_FILE, EvalRecord, MemorySink, ParquetSink, atomic_write_text
+from ..data import DataError, load_dataset
+from ..metrics import OUTCOME_FILE, EvalRecord, atomic_write_text
 from ..registry import SpecError
 from ..runtime.model_memory import check_model_fits
-from .feed import LiveFeed, LiveSink, StopRun
-from .messages import DaskLink, DatasetLoaded, Done, RunError, Status
+from .feed import LiveFeed, StopRun
+from .messages import DatasetLoaded, Done, EvalDone, Message, RunError, Status
+from .own_process import run_in_own_process
 from .policy import RunPolicy
+from .training import train_for_page
 
 __all__ = ["BackgroundRun", "new_run_id", "run_colocated", "run_world"]
 
@@ -115,7 +117,6 @@ class BackgroundRun:
         self.feed.progress(record)
 
     def _main(self) -> None:
-        self._inner: MemorySink | None = None
         try:
             self.policy.check(self.config)
             if self.save_dir is not None:
@@ -124,8 +125,6 @@ class BackgroundRun:
             self.outcome = self._train()
         except StopRun:
             self.outcome = f"stopped ({self.run_id})"
-            if self._inner is not None:
-                self._inner.close()  # keep what the finished epochs recorded
         except Exception as err:  # the page shows it; the log keeps the traceback
             log.exception("run %s failed", self.run_id)
             self.feed.put(RunError(_one_line(err)))
@@ -138,15 +137,14 @@ class BackgroundRun:
         """``outcome.json`` beside the saved records: how the run ended, so Compare can say so."""
         if self.save_dir is None or not self.save_dir.is_dir():
             return
-        record = {"outcome": self.state, "epochs_done": self.epochs_done, "epochs": self.config.optim.epochs}
+        ended = (self.outcome or "failed").split(" ", 1)[0]  # written from the run's own thread, still alive
+        record = {"outcome": ended, "epochs_done": self.epochs_done, "epochs": self.config.optim.epochs}
         try:
             atomic_write_text(self.save_dir / OUTCOME_FILE, json.dumps(record))
         except OSError as err:  # the records are what matters; the page still says how the run ended
             log.error("run %s: cannot write its outcome: %s", self.run_id, err)
 
     def _train(self) -> str:
-        from ..runtime import run
-
         config = self.config
         self.feed.put(Status(f"loading {config.data.data}"))
         try:
@@ -154,31 +152,16 @@ class BackgroundRun:
         except DataError as err:
             raise SpecError(f"--data: {err}") from None
         check_model_fits(config, dataset)
-        if self.save_dir is not None:  # config.json records the standardization the data got
-            record = {**config.to_dict(), "standardization": standardization_record(dataset)}
-            self._inner = ParquetSink(self.save_dir, record)
-        sink = LiveSink(self.feed, self._inner)
         self.feed.put(DatasetLoaded(dataset))
-        store = RunStore()  # live step rows, from every backend
-        store.listeners.append(self.feed.listener)
-        cluster: dict = {}
-        if config.backend == "dask":
-            where = config.cluster.scheduler or "a local Dask cluster"
-            self.feed.put(Status(f"starting {config.cluster.workers} workers on {where}"))
-
-            def ready(handle) -> None:
-                self.feed.put(DaskLink(handle.dashboard_link))
-                self.feed.put(Status("training on Dask"))
-                self.feed.check_stop()
-
-            cluster = {"on_ready": ready}
-        elif config.backend == "threads":
-            self.feed.put(Status(f"training {config.world} virtual replicas in this process"))
+        if config.backend == "dask":  # the work is on the workers; this thread only coordinates
+            ended = train_for_page(config, self.feed, dataset, self.run_id, self.save_dir, self._progress)
         else:
-            self.feed.put(Status("training in this process"))
-        result = run(config, sink=sink, progress=self._progress, stop=lambda: self.feed.stopping,
-                     run_id=self.run_id, dataset=dataset, store=store, **cluster)  # fmt: skip
-        return f"{'stopped' if result.stopped else 'finished'} ({self.run_id})"
+            ended = run_in_own_process(config, self.feed, self.run_id, self.save_dir, self._seen)
+        return f"{ended} ({self.run_id})"
+
+    def _seen(self, message: Message) -> None:
+        if isinstance(message, EvalDone):
+            self.epochs_done = int(message.record.epoch) + 1
 
 
 def _one_line(err: BaseException) -> str:

@@ -41,6 +41,8 @@ __all__ = ["Dashboard"]
 log = logging.getLogger(__name__)
 
 _NO_LINK = "Dask dashboard: starts with the run's cluster"
+#: messages one poll takes in at most: a page that opens on a long run catches up over a few polls
+_DRAIN = 3_000
 
 
 class Dashboard:
@@ -86,6 +88,8 @@ class Dashboard:
         self.run: BackgroundRun | None = None
         self._board_version = -1
         self._sent: dict[Source, float] = {}
+        self._cost: dict[Source, float] = {}  # seconds the last redraw of each source took
+        self._listed = 0.0
         self._dirty: set[Source] = set()
         self._callback: Any = None
         self._build_views()
@@ -182,7 +186,6 @@ class Dashboard:
             return
         try:
             config = self.controls.config()
-            world = run_world(config)
         except SpecError as err:
             self._show_error(str(err))
             return
@@ -205,7 +208,9 @@ class Dashboard:
         self.run = run
         self.feed = run.feed
         self.alert.visible = False
-        self._set_running(True)  # until its Done message is read (a replay of a finished run reads it at once)
+        self._set_running(
+            True
+        )  # until its Done message is read (a replay of a finished run reads it at once)
         self._board_version = -1  # the run list names the run shown
 
     def clear(
@@ -238,7 +243,7 @@ class Dashboard:
             self._list_runs()
         if self._reader is None:
             return
-        changed = self.state.apply(self._reader.drain())
+        changed = self.state.apply(self._reader.drain(_DRAIN))
         self._dirty |= {source for source in self.sources if source.parts & changed}
         now = time.monotonic()
         for source in self.sources:
@@ -246,6 +251,8 @@ class Dashboard:
                 self._dirty.discard(source)
                 self._sent[source] = now
                 self._send(source, source.read(self.state))
+                self._cost[source] = time.monotonic() - now
+                now = time.monotonic()
         if Part.LINK in changed and self.state.dashboard_link:
             url = html.escape(self.state.dashboard_link)
             self.link.object = f'Dask dashboard: <a href="{url}" target="_blank">{url}</a>'
@@ -255,12 +262,15 @@ class Dashboard:
             self.status.object = f"**status:** {html.escape(self.state.status)}"
         if self.state.done:
             self._finished()
-        if changed & {Part.EVALS, Part.STATUS}:  # the run list says how far the shown run is
+        if Part.STATUS in changed and time.monotonic() - self._listed >= 1.0:  # how far the shown run is
             self._list_runs()
 
     def _due(self, source: Source, now: float) -> bool:
-        throttled = source.refresh is Refresh.THROTTLED
-        return not throttled or now - self._sent.get(source, 0.0) >= self.heavy_ms / 1000
+        """Whether ``source`` may be redrawn now: a throttled one ``heavy_ms`` after its last redraw,
+        and any one no sooner than twice what that redraw cost (a fast run's page spends at most a
+        third of the server's time on one view, and other pages and clicks get the rest)."""
+        wait_s = self.heavy_ms / 1000 if source.refresh is Refresh.THROTTLED else 0.0
+        return now - self._sent.get(source, -1e9) >= max(wait_s, 2 * self._cost.get(source, 0.0))
 
     def _send(self, source: Source, data: Any) -> None:
         stream = self.streams[source.name]
@@ -279,12 +289,14 @@ class Dashboard:
             url = html.escape(self.state.dashboard_link)
             self.link.object = f"Dask dashboard: closed with its run (was {url})"
         self._set_running(False)
+        self._list_runs()  # the run list says how it ended
         if self.save.value and self.runs_dir is not None:
             self.compare.reload()
 
     def _list_runs(self) -> None:
         """The server's runs in the run picker, the one shown selected."""
         self._board_version = self.board.version
+        self._listed = time.monotonic()
         runs = self.board.runs()
         self._picking = True
         try:
@@ -338,7 +350,9 @@ class Dashboard:
             for _, row in sorted(places.items())
         ]
         live = pn.Column(pn.Row(self.x_axis), *rows)
-        tabs = pn.Tabs(("Live", live), ("Compare", self.compare.view()), dynamic=True)  # Compare drawn when shown
+        tabs = pn.Tabs(
+            ("Live", live), ("Compare", self.compare.view()), dynamic=True
+        )  # Compare drawn when shown
         return pn.Row(sidebar, tabs)
 
 

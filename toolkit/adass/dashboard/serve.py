@@ -11,6 +11,7 @@ import argparse
 import secrets
 import signal
 import socket
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import panel as pn
 
 from ..registry import SpecError
 from .board import RunBoard
+from .own_process import process_context
 from .page import Dashboard
 from .policy import RunPolicy
 
@@ -133,6 +135,8 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
         return build_app(**options, board=board)
 
     _check_free(address, port)
+    # the process server that in-process runs start from, its imports paid before the first Start
+    threading.Thread(target=process_context, name="adass-warm-runs", daemon=True).start()
     auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
     try:
         server = pn.serve({"/": app}, port=port, address=address, websocket_origin=_origins(address, port),

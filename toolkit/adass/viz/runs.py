@@ -57,7 +57,10 @@ def describe_run(config: Mapping[str, Mapping], outcome: Mapping | None = None) 
         ]
     ended = (outcome or {}).get("outcome", "finished")
     if ended != "finished":
-        parts.insert(0, f"{ended.upper()} after {outcome.get('epochs_done', '?')} of {outcome.get('epochs', '?')} epochs")
+        parts.insert(
+            0,
+            f"{ended.upper()} after {outcome.get('epochs_done', '?')} of {outcome.get('epochs', '?')} epochs",
+        )
     return ", ".join(parts)
 
 

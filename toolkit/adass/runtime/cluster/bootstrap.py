@@ -72,10 +72,14 @@ def init_group(store: dist.Store, rank: int, world: int, timeout_s: float, host:
     try:
         store.set(_ADDRESS_KEY.format(rank=rank), own)
     except RuntimeError as err:
-        raise GroupConnectError(f"rank {rank} of {world} could not reach the rendezvous: {_reason(err)}") from None
+        raise GroupConnectError(
+            f"rank {rank} of {world} could not reach the rendezvous: {_reason(err)}"
+        ) from None
     peers = _peer_addresses(store, rank, world)  # read now: after a failure the store may be gone
     try:
-        dist.init_process_group(group_backend(device), store=store, rank=rank, world_size=world, timeout=timeout)
+        dist.init_process_group(
+            group_backend(device), store=store, rank=rank, world_size=world, timeout=timeout
+        )
         if secret is not None:
             prove_peers(secret, rank, world)
     except PeerProofError as err:

@@ -136,7 +136,9 @@ def connect(
     ttl = {"distributed.scheduler.worker-ttl": f"{detect_s:g}s"}
     # Dask's HTTP pages (dashboard, /info, /json, metrics) are plain HTTP without a login: without
     # ``dashboard`` none is served, and what still listens answers every path with 404
-    pages = {} if dashboard else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    pages = (
+        {} if dashboard else {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+    )
     embedded_security = temporary_security()
     with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **pages, **dask_config()}):
         cluster = cluster_class(n_workers, device)(

@@ -111,7 +111,9 @@ class DaskStore(dist.Store):
         try:
             return getattr(self.actor, method)(*args).result()
         except Exception as err:  # the actor's worker is gone, or Dask cannot reach it
-            raise dist.DistStoreError(f"the run's rendezvous on Dask did not answer ({type(err).__name__}: {err})") from None
+            raise dist.DistStoreError(
+                f"the run's rendezvous on Dask did not answer ({type(err).__name__}: {err})"
+            ) from None
 
     def _wait(self, keys: list[str], timeout: datetime.timedelta) -> None:
         if not self._call("wait", list(keys), timeout.total_seconds()):
@@ -157,7 +159,9 @@ def _tag(secret: bytes, sender: int, receiver: int) -> torch.Tensor:
     return torch.frombuffer(bytearray(digest), dtype=torch.uint8)
 
 
-def prove_peers(secret: bytes, rank: int, world: int, group: Any = None, what: str = "the process group") -> None:
+def prove_peers(
+    secret: bytes, rank: int, world: int, group: Any = None, what: str = "the process group"
+) -> None:
     """Every rank sends every peer ``HMAC(secret, "i->j")`` over each pair and checks what it got.
 
     Raises
