@@ -17,7 +17,7 @@ from adass.dashboard import (
     run_colocated,
     run_world,
 )
-from adass.metrics import EvalRecord, load_run
+from adass.metrics import load_run
 
 TINY = {"data": "synthetic:n=120,d=4,classes=3,test=30", "model": "mlp:hidden=8", "batch_size": 16}
 
