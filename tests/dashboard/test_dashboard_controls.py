@@ -39,7 +39,8 @@ def test_a_number_outside_its_bounds_is_named_beside_its_box_and_refused_at_star
     before = controls.values()[option]
     controls.widgets[option].value = typed
     assert controls.widgets[option].value == typed  # kept as typed, not snapped back
-    note = controls._notes[option]
+    (section,) = [name for name, pane in controls.panes.items() if controls.widgets[option] in pane.objects]
+    note = controls.notes[section]
     assert note.visible and note.object.startswith(f"--{option.replace('_', '-')}:")
     assert controls.values()[option] == before  # the option keeps its allowed value...
     with pytest.raises(SpecError, match=f"--{option.replace('_', '-')}"):

@@ -185,7 +185,7 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     page.locator(".adass-error").get_by_text("--sampler").wait_for(timeout=30_000)
     # a number out of its bounds stays in its box, is named beside it, and Start refuses it
     _fill(page, "epochs", "-3")
-    page.locator(".adass-invalid-epochs").get_by_text("--epochs: -3 is not allowed").wait_for(timeout=30_000)
+    page.locator(".adass-invalid-optim").get_by_text("--epochs: -3 is not allowed").wait_for(timeout=30_000)
     assert page.locator(".adass-opt-epochs input").input_value() == "-3"
     _fill(page, "sampler", TINY["sampler"])
     page.locator(".adass-start button").click()
@@ -193,7 +193,7 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
 
     for option, value in TINY.items():
         _fill(page, option, value)
-    assert not page.locator(".adass-invalid-epochs").is_visible()
+    assert not page.locator(".adass-invalid-optim").is_visible()
     page.locator(".adass-opt-dask_dashboard input").check()  # Dask's own dashboard is served only when asked
     page.locator(".adass-start button").click()
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731

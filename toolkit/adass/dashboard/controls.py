@@ -56,8 +56,8 @@ class ConfigControls:
     """One fresh instance of every config section and the widgets that edit it.
 
     A widget writes its option when the value it holds is allowed; a value that is not (``epochs -3``,
-    ``batch size 0``) stays in the box, its one-line reason shows beneath it, and :meth:`config`
-    refuses with that line, so Start never runs the previous value.
+    ``batch size 0``) stays in the box, its one-line reason shows atop the box's card, and
+    :meth:`config` refuses with that line, so Start never runs the previous value.
 
     Parameters
     ----------
@@ -73,19 +73,19 @@ class ConfigControls:
         self.panes: dict[str, pn.Column] = {}
         self.editors: dict[str, SpecEditor] = {}
         self.problems: dict[str, str] = {}  # option -> why the value in its box is not taken
-        self._notes: dict[str, pn.pane.HTML] = {}
+        self.notes: dict[str, pn.pane.HTML] = {}  # section -> the reasons of its boxes, atop its card
         for name, section in SECTIONS.items():
             mine = {k: defaults[k] for k in options(section) if k in defaults}
             self.sections[name] = section(**mine)
-            column = []
+            self.notes[name] = pn.pane.HTML("", visible=False, css_classes=["adass-invalid", f"adass-invalid-{name}"],
+                                            styles={"color": "#b00020", "font-size": "12px"}, margin=(0, 10))  # fmt: skip
+            column: list = [self.notes[name]]
             for option, p in options(section).items():
                 widget = option_widget(option, p, getattr(self.sections[name], option))
                 widget.param.watch(partial(self._typed, name, option), "value")
                 self.sections[name].param.watch(partial(self._follow, option), option)
-                note = pn.pane.HTML("", visible=False, css_classes=["adass-invalid", f"adass-invalid-{option}"],
-                                    styles={"color": "#b00020", "font-size": "12px"}, margin=(0, 10))  # fmt: skip
-                self.widgets[option], self._notes[option] = widget, note
-                column += [widget, note]
+                self.widgets[option] = widget
+                column.append(widget)
                 if option in EDITED:
                     self.editors[option] = SpecEditor(self.sections[name], option, registry_for(option))
                     column.append(self.editors[option].view())
@@ -103,10 +103,10 @@ class ConfigControls:
         except (SpecError, ValueError) as err:
             text = str(err) if isinstance(err, SpecError) else f"{flag_for(option)}: {event.new!r}: {err}"
             self.problems[option] = text
-            self._notes[option].param.update(object=html.escape(text), visible=True)
-            return
-        self.problems.pop(option, None)
-        self._notes[option].visible = False
+        else:
+            self.problems.pop(option, None)
+        mine = [self.problems[k] for k in options(type(self.sections[section])) if k in self.problems]
+        self.notes[section].param.update(object="<br>".join(map(html.escape, mine)), visible=bool(mine))
 
     def _follow(self, option: str, event: Any) -> None:
         """The option changed (set in code, or by a spec editor): its box shows the new value."""
