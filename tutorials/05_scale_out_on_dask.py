@@ -35,7 +35,7 @@ import torch
 from distributed import LocalCluster
 
 from adass.runtime.cluster import connect, train_distributed
-from adass.runtime.cluster.bootstrap import backend
+from adass.devices import group_backend, local_device
 from adass.config import RunConfig
 from adass.exchange import Link, simulate
 
@@ -105,12 +105,12 @@ local.close()
 # - **The same software everywhere.** Every worker unpickles the actors, so it needs the same
 #   versions of `adass`, `torch` and `distributed` as the client. A shared environment (conda on
 #   a shared file system, or one container image) is the simple way.
-# - **Data each worker can read.** Every replica loads the dataset itself (`mnist5k` and
-#   `synthetic:` need nothing; `idx:DIR`, `cifar10:DIR` and `svmlight:PATH` need a path that
-#   exists on every worker).
+# - **Data.** The client draws every replica's shard; a replica reads its own rows from a path or
+#   URL it can reach, or is streamed them by the client (`--data-to-workers auto`, the default), so
+#   no folder has to be shared.
 # - **Open ports between workers.** Gradients do not go through the scheduler: the replicas
-#   form a torch.distributed process group among themselves (rank 0 picks a free port on its host)
-#   and exchange peer to peer. The workers must reach each other directly, not just the scheduler.
+#   form a torch.distributed process group among themselves (they meet through a key-value store
+#   held by a Dask actor, over the cluster's own connection) and exchange peer to peer. The workers must reach each other directly, not just the scheduler.
 # - **Timeouts.** `timeout_s` (300 s by default) bounds how long a replica waits for the others;
 #   on a batch system, workers that are still queued should be waited for before the run starts
 #   (`connect` does that with its `n_workers`).
@@ -135,14 +135,15 @@ local.close()
 # handle = connect(cluster.scheduler_address, n_workers=8)
 # ```
 #
-# **GPUs and nccl.** Where CUDA is present, `adass` creates the process group with both backends,
-# `cpu:gloo,cuda:nccl`: collectives on GPU tensors use nccl, and the exchanges' point-to-point
-# messages keep using gloo. Give each worker exactly one GPU, for example with dask-cuda's
+# **GPUs and nccl.** With `--device cuda` (or `auto` where every worker has a GPU of its own),
+# `adass` creates the process group with both backends, `cpu:gloo,cuda:nccl`: gradient bodies go
+# over nccl straight from the device, frame heads and agreements over gloo. Give each worker exactly one GPU, for example with dask-cuda's
 # `LocalCUDACluster` (one worker per GPU, each seeing only its own device) or with
 # `dask worker ... --resources GPU=1` and `CUDA_VISIBLE_DEVICES` set per worker. On this machine:
 
 # %%
-print("process-group backend here:", backend(), "| CUDA available:", torch.cuda.is_available())
+device = local_device("auto")
+print("device here:", device, "| process-group backend:", group_backend(device))
 
 # %% [markdown]
 # ## 64 workers on a slow link, in the simulator

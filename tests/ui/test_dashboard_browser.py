@@ -193,7 +193,7 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
 
     for option, value in TINY.items():
         _fill(page, option, value)
-    assert not page.locator(".adass-invalid-optim").is_visible()
+    page.locator(".adass-invalid-optim").wait_for(state="hidden", timeout=30_000)  # 4 epochs: taken
     page.locator(".adass-opt-dask_dashboard input").check()  # Dask's own dashboard is served only when asked
     page.locator(".adass-start button").click()
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731

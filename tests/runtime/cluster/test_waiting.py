@@ -105,8 +105,11 @@ def test_a_worker_that_cannot_read_the_data_ends_the_wait_naming_it_and_why():
     futures = _futures(None, DataNotFound("svmlight: file /d/x.svm not found"), None)
     with pytest.raises(DataError) as caught:
         wait_all(futures, ADDRESSES, 600, "joining the process group")
-    assert str(caught.value) == (f"rank 1 on worker {ADDRESSES[1]}: svmlight: file /d/x.svm not found (each worker "
-                                 "reads --data itself: its files must be at that path on every worker's machine)")  # fmt: skip
+    assert str(caught.value) == (
+        f"rank 1 on worker {ADDRESSES[1]}: svmlight: file /d/x.svm not found (with --data-to-workers read each "
+        "worker reads --data itself: its files must be at that URL or path on every worker's machine; auto or "
+        "stream sends a worker that lacks them its rows from this process)"
+    )
 
 
 def test_a_worker_without_the_runs_code_ends_the_run_without_a_restart():

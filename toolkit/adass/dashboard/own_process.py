@@ -83,16 +83,18 @@ def run_in_own_process(config: RunConfig, feed: LiveFeed, run_id: str, save_dir:
                             name=f"adass-run-{run_id}", daemon=True)  # fmt: skip
     child.start()
     try:
+        ended = False  # the child has exited: what it queued last may still be on its way
         while True:
             if feed.stopping:
                 stop.set()
             try:
-                kind, payload = messages.get(timeout=0.2)
+                kind, payload = messages.get(timeout=1.0 if ended else 0.2)
             except queue.Empty:
-                if not child.is_alive():
+                if ended:
                     raise RuntimeError(
                         f"the run's process ended without a result (exit code {child.exitcode})"
                     ) from None
+                ended = not child.is_alive()
                 continue
             if kind == "message":
                 seen(payload)

@@ -17,6 +17,8 @@ from distributed import LocalCluster
 
 from ...config import RunConfig
 from ...devices import resolve_device
+from ...failures import RunFailure
+from .waiting import missing_code
 
 __all__ = ["cluster_class", "cuda_everywhere", "device_on_workers", "worker_gpu"]
 
@@ -52,11 +54,20 @@ def device_on_workers(config: RunConfig, client: Any, addresses: Sequence[str]) 
     ------
     SpecError
         ``--device cuda`` where some worker has no GPU of its own (one line).
+    RunFailure
+        A worker cannot load the run's code (one line; a restart would not help).
     """
     choice = config.cluster.device
     if choice == "cpu":
         return config
-    answers = client.run(worker_gpu, workers=list(addresses))
+    try:
+        answers = client.run(worker_gpu, workers=list(addresses))
+    except Exception as err:
+        missing = missing_code(err)
+        if missing is None:
+            raise
+        raise RunFailure(f"asking the workers for their GPUs: a worker cannot load the run's code ({missing}); "
+                         "every worker needs the same adass, torch and dask as this process") from None  # fmt: skip
     lacking = cuda_everywhere([answers.get(a, "") for a in addresses])
     device = resolve_device(choice, not lacking, lacking)
     return config if device == choice else config.replace(device=device)

@@ -71,7 +71,7 @@ def wait_all(
                          " them its rows from this process)") if isinstance(err, DataNotFound) else ""  # fmt: skip
                 raise DataError(f"rank {rank} on worker {addresses[rank]}: {err}{where}") from None
             except Exception as err:  # the first error wins, unless a worker that left explains it
-                missing = _missing_code(err)
+                missing = missing_code(err)
                 if missing is not None:  # the worker's environment: every restart would fail alike
                     raise RunFailure(
                         f"{what}: rank {rank} on worker {addresses[rank]} cannot load the run's code ({missing});"
@@ -119,7 +119,7 @@ def call_each(
     return wait_all(futures, addresses, timeout_s, what, alive=alive)
 
 
-def _missing_code(err: BaseException) -> str | None:
+def missing_code(err: BaseException) -> str | None:
     """What a worker lacked if ``err`` says it could not import or unpickle the run's code, else None."""
     seen: BaseException | None = err
     for _ in range(8):  # the chain of causes, not far
