@@ -13,6 +13,7 @@ import pwd
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,14 @@ def _ticks(pid: int) -> int:
 
 
 def _sleep() -> subprocess.Popen:
-    return subprocess.Popen(["sleep", "120"])
+    """``sleep 120``, returned once it runs as ``sleep``: just after the fork it is still this Python,
+    whose command differs from the one a test records (under load that moment can last)."""
+    proc = subprocess.Popen(["sleep", "120"])
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while cmdline.read_bytes().split(b"\0")[0] != b"sleep" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc
 
 
 def _state(folder: Path, name: str = "demo", hosts: int = 1) -> LabState:
