@@ -308,7 +308,8 @@ def test_a_run_of_fast_epochs_stops_when_asked_and_outlives_its_page(browser, da
     page = browser.new_page(viewport={"width": 1700, "height": 1300})
     page.goto(dashboard.url)
     page.locator(".adass-start button").wait_for(timeout=60_000)
-    fast = {"data": "synthetic:n=64,d=4,classes=2,test=16", "model": "logreg", "sampler": "full",
+    # tens of epochs a second (a run of hundreds a second outpaces a page on two cores)
+    fast = {"data": "synthetic:n=2000,d=8,classes=2,test=64", "model": "mlp:hidden=32", "sampler": "full",
             "epochs": "100000", "batch_size": "64"}  # fmt: skip
     for option, value in fast.items():
         _fill(page, option, value)

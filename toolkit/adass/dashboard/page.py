@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 _NO_LINK = "Dask dashboard: starts with the run's cluster"
 #: messages one poll takes in at most: a page that opens on a long run catches up over a few polls
-_DRAIN = 3_000
+_DRAIN = 10_000
 
 
 class Dashboard:

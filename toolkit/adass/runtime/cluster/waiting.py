@@ -9,6 +9,7 @@ is named as the cause, whichever rank's error came first.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from .bootstrap import GroupConnectError
 __all__ = ["call_all", "call_each", "wait_all"]
 
 _POLL_S = 0.05
+_IMPORT_REPR = re.compile(r"\b(ModuleNotFoundError|ImportError)\(['\"]([^'\"]*)['\"]")
 _MEMBERS_EVERY_S = 1.0
 _CAUSE_GRACE_S = 2.0  # after a rank's error, how long to look for a worker that left (the cause)
 
@@ -130,7 +132,9 @@ def missing_code(err: BaseException) -> str | None:
         seen = seen.__cause__ or seen.__context__
     if "deserialization of the task graph" in str(err):
         return one_line(err)
-    return None
+    # ``client.run`` hands back a worker's import error as a plain Exception holding its repr
+    named = _IMPORT_REPR.search(str(err))
+    return f"{named.group(1)}: {named.group(2)}" if named else None
 
 
 def _raise_failed(
