@@ -1,10 +1,13 @@
 """Widgets for every run option, from the same definitions as the CLI, validating as ``adass train`` does."""
 
+import panel as pn
 import param
 import pytest
+from bokeh.document import Document
 
 from adass.config import SECTIONS, allowed_text, options
 from adass.dashboard import ConfigControls
+from adass.dashboard.controls import MORE
 from adass.registry import SpecError
 
 
@@ -71,3 +74,24 @@ def test_spec_options_offer_the_registered_names_and_their_parameters():
     assert controls.config().codec.codec == "randk:ratio=0.01+qsgd:bits=8"
     controls.set_disabled(True)
     assert all(w.disabled for w in controls.editors["exchange"].widgets())
+
+
+def _sent(doc: Document, option: str) -> bool:
+    """Whether ``option``'s box is among the models a served page holds."""
+    return any(f"adass-opt-{option}" in (getattr(m, "css_classes", None) or []) for m in doc.models)
+
+
+def test_rarely_changed_options_are_sent_to_the_page_when_their_card_is_opened():
+    controls = ConfigControls()
+    doc = Document()
+    doc.add_root(controls.view().get_root(doc))
+    assert _sent(doc, "epochs") and _sent(doc, "workers")
+    assert not _sent(doc, "dask_dashboard") and not _sent(doc, "codec")  # out of sight: not built yet
+    (more,) = [
+        card for card in controls.panes["cluster"].select(pn.Card) if card.title == "more cluster options"
+    ]
+    more.collapsed = False
+    assert all(_sent(doc, option) for option in MORE["cluster"])
+    controls.widgets["workers"].value = 2
+    controls.widgets["dask_dashboard"].value = True  # the box writes its option like any other
+    assert controls.config().cluster.dask_dashboard

@@ -198,7 +198,6 @@ def test_a_new_view_is_one_row_of_the_table():
     dashboard = Dashboard(
         views=(*VIEWS, View("steps_per_rank", STEPS, steps_per_rank, row=4, column=0)), heavy_ms=0
     )
-    pane = dashboard.panes["steps_per_rank"]
     page = dashboard.panel()
     assert any(c is dashboard.cells["steps_per_rank"] for c in page.select(pn.Column))  # its place, waiting
     plot = hv.renderer("bokeh").get_plot(dashboard.views["steps_per_rank"])
@@ -206,6 +205,7 @@ def test_a_new_view_is_one_row_of_the_table():
     dashboard.feed.put(StepRows(step_rows(ranks=2, steps=5)))
     dashboard.poll()
     assert list(plot.current_frame.dimension_values("steps")) == [5, 5]
+    pane = dashboard.panes["steps_per_rank"]
     assert any(p is pane for p in page.select(type(pane)))  # drawn in its place once steps arrived
 
 

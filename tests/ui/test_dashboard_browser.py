@@ -159,7 +159,7 @@ def _fill(page, option: str, value: str) -> None:
 
 
 def _open_card(page, title: str) -> None:
-    """Expand a collapsed card of options (codec and exchange start collapsed)."""
+    """Expand a collapsed card of options (codec, exchange and each section's "more" start collapsed)."""
     page.locator(".card-header", has_text=title).first.click()
 
 
@@ -194,6 +194,7 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     for option, value in TINY.items():
         _fill(page, option, value)
     page.locator(".adass-invalid-optim").wait_for(state="hidden", timeout=30_000)  # 4 epochs: taken
+    _open_card(page, "more cluster options")  # its boxes are sent when it is first opened
     page.locator(".adass-opt-dask_dashboard input").check()  # Dask's own dashboard is served only when asked
     page.locator(".adass-start button").click()
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731

@@ -24,9 +24,12 @@ class RunComparison:
     runs_dir : path, optional
         Folder searched for run folders (``config.json`` + ``eval.parquet``); without it the tab says
         how to give one.
+    load : bool
+        Look for runs now; otherwise at the first :meth:`reload` (a page reads its folder when the tab
+        is first shown, so pages that never show it cost nothing).
     """
 
-    def __init__(self, runs_dir: str | Path | None = None) -> None:
+    def __init__(self, runs_dir: str | Path | None = None, load: bool = True) -> None:
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
         self.runs: dict[str, Path] = {}
         self.outcomes: dict[str, str] = {}  # how each run ended; a run that did not finish is marked
@@ -48,10 +51,13 @@ class RunComparison:
         self.plot = pn.pane.HoloViews(overlay_runs({}), sizing_mode="fixed")
         for widget in (self.chosen, self.y, self.x):
             widget.param.watch(lambda _event: self.redraw(), "value")
-        self.reload()
+        self.loaded = False
+        if load:
+            self.reload()
 
     def reload(self) -> None:
         """Look for run folders again (a run saved from the Live tab shows up here)."""
+        self.loaded = True
         if self.runs_dir is None:
             self._say("Start the dashboard with --runs DIR to compare saved runs.")
             return

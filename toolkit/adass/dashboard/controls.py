@@ -19,10 +19,19 @@ from ..options import check_value
 from ..registry import SpecError
 from .spec_editor import SpecEditor, widget_type
 
-__all__ = ["EDITED", "ConfigControls", "option_widget"]
+__all__ = ["COLLAPSED", "EDITED", "MORE", "ConfigControls", "lazy_card", "option_widget"]
 
 #: spec options that also get a name picker and parameter widgets (see :class:`SpecEditor`)
 EDITED = ("sampler", "codec", "exchange")
+#: options a first run rarely changes: each section's card keeps them in a collapsed "more" card
+MORE = {
+    "data": ("data_to_workers",),
+    "optim": ("weight_decay", "schedule", "max_nonfinite", "diverge_factor", "chance_epochs"),
+    "cluster": ("timeout_s", "bind", "threads", "detect_s", "dask_dashboard", "tls_ca", "tls_cert", "tls_key",
+                "straggler", "restarts", "checkpoint", "checkpoint_writer"),
+}  # fmt: skip
+#: sections whose card starts collapsed
+COLLAPSED = ("codec", "exchange")
 
 
 def option_widget(option: str, p: param.Parameter, value: Any) -> pn.widgets.Widget:
@@ -80,15 +89,20 @@ class ConfigControls:
             self.notes[name] = pn.pane.HTML("", visible=False, css_classes=["adass-invalid", f"adass-invalid-{name}"],
                                             styles={"color": "#b00020", "font-size": "12px"}, margin=(0, 10))  # fmt: skip
             column: list = [self.notes[name]]
+            more: list = []
             for option, p in options(section).items():
                 widget = option_widget(option, p, getattr(self.sections[name], option))
                 widget.param.watch(partial(self._typed, name, option), "value")
                 self.sections[name].param.watch(partial(self._follow, option), option)
                 self.widgets[option] = widget
-                column.append(widget)
+                place = more if option in MORE.get(name, ()) else column
+                place.append(widget)
                 if option in EDITED:
                     self.editors[option] = SpecEditor(self.sections[name], option, registry_for(option))
-                    column.append(self.editors[option].view())
+                    place.append(self.editors[option].view())
+            if more:
+                column.append(lazy_card(f"more {name} options", pn.Column(*more, sizing_mode="stretch_width"),
+                                        collapsed=True, css_classes=[f"adass-more-{name}"]))  # fmt: skip
             self.panes[name] = pn.Column(*column, sizing_mode="stretch_width")
 
     def _typed(self, section: str, option: str, event: Any) -> None:
@@ -133,17 +147,10 @@ class ConfigControls:
         return RunConfig.from_flat(**self.values())
 
     def view(self) -> pn.Column:
-        """One collapsible card per section; codec and exchange start collapsed."""
-        cards = [
-            pn.Card(
-                pane,
-                title=name,
-                collapsed=name in ("codec", "exchange"),
-                sizing_mode="stretch_width",
-                margin=(2, 0),
-            )  # fmt: skip
-            for name, pane in self.panes.items()
-        ]
+        """One collapsible card per section (those of :data:`COLLAPSED` start collapsed), the rarely
+        changed options of each in a collapsed card of its own (:data:`MORE`)."""
+        cards = [lazy_card(name, pane, collapsed=name in COLLAPSED, css_classes=[f"adass-section-{name}"])
+                 for name, pane in self.panes.items()]  # fmt: skip
         return pn.Column(*cards, sizing_mode="stretch_width")
 
     def set_disabled(self, disabled: bool) -> None:
@@ -153,3 +160,23 @@ class ConfigControls:
         for editor in self.editors.values():
             for widget in editor.widgets():
                 widget.disabled = disabled
+
+
+def lazy_card(title: str, body: pn.viewable.Viewable, collapsed: bool, css_classes: list[str]) -> pn.Card:
+    """A card whose body is sent to the browser when it is first expanded.
+
+    A collapsed Panel card still builds every model inside it; a page of thirty-odd option boxes
+    costs the server most of its build time, so what is out of sight waits until it is opened. The
+    widgets themselves exist from the start (they hold the options' values either way).
+    """
+    if not collapsed:
+        return pn.Card(body, title=title, sizing_mode="stretch_width", margin=(2, 0), css_classes=css_classes)
+    card = pn.Card(pn.pane.HTML("", height=0, margin=0), title=title, collapsed=True,
+                   sizing_mode="stretch_width", margin=(2, 0), css_classes=css_classes)  # fmt: skip
+
+    def opened(event: Any) -> None:
+        if not event.new and card.objects[0] is not body:
+            card.objects = [body]
+
+    card.param.watch(opened, "collapsed")
+    return card

@@ -23,6 +23,7 @@ from typing import Any
 
 import holoviews as hv
 import panel as pn
+from bokeh.events import ConnectionLost
 
 from ..registry import SpecError
 from ..viz.curves import X_AXES
@@ -94,7 +95,7 @@ class Dashboard:
         self._callback: Any = None
         self._build_views()
         self._build_widgets()
-        self.compare = RunComparison(self.runs_dir)
+        self.compare = RunComparison(self.runs_dir, load=False)  # read when its tab is first shown
         latest = self.board.latest()
         if latest is not None and latest.running:  # a reload, or another tab: show the run in progress
             self.show_run(latest)
@@ -111,7 +112,7 @@ class Dashboard:
 
     # -- construction ------------------------------------------------------------------------
     def _build_views(self) -> None:
-        """A stream per source and a pane per view of the table."""
+        """A stream per source and a DynamicMap per view; a view's pane is made when it is revealed."""
         self.x_axis = pn.widgets.Select(label="x axis", options={v: k for k, v in X_AXES.items()}, value="epoch",
                                         width=200, css_classes=["adass-x-axis"])  # fmt: skip
         #: page controls a view can follow, by the keyword its ``draw`` takes
@@ -121,9 +122,7 @@ class Dashboard:
         self.panes: dict[str, pn.pane.HoloViews] = {}
         self._shapes: dict[str, Hashable] = {}
         self.cells: dict[str, pn.Column] = {}
-        for view in self.table:
-            # each view has axes of its own (Panel would link axes whose dimensions share a name)
-            self.panes[view.name] = pn.pane.HoloViews(sizing_mode="fixed", linked_axes=False)
+        for view in self.table:  # the plot's pane is made when the view is first revealed
             self._show(view, self.streams[view.source.name].data)
             self.cells[view.name] = pn.Column(self._placeholder(view), margin=0)
 
@@ -136,6 +135,10 @@ class Dashboard:
 
     def _reveal(self, view: View) -> None:
         """Put ``view``'s plot in its place (once its source has something to show)."""
+        if view.name not in self.panes:
+            # each view has axes of its own (Panel would link axes whose dimensions share a name)
+            self.panes[view.name] = pn.pane.HoloViews(self.views[view.name], sizing_mode="fixed",
+                                                      linked_axes=False)  # fmt: skip
         cell = self.cells[view.name]
         if cell.objects[0] is not self.panes[view.name]:
             cell.objects = [self.panes[view.name]]
@@ -159,7 +162,8 @@ class Dashboard:
             return
         streams = [self.streams[view.source.name], *(self.follows[name] for name in view.follows)]
         self.views[view.name] = hv.DynamicMap(partial(_draw, view.draw), streams=streams)
-        self.panes[view.name].object = self.views[view.name]
+        if view.name in self.panes:
+            self.panes[view.name].object = self.views[view.name]
         self._shapes[view.name] = shape
 
     def _build_widgets(self) -> None:
@@ -326,6 +330,9 @@ class Dashboard:
         """Start polling in the current document; a closed page stops polling, its run goes on."""
         self._callback = pn.state.add_periodic_callback(self.poll, period=self.poll_ms)
         if pn.state.curdoc is not None:  # served: this page's session only
+            # a closed or reloaded tab drops its connection: stop drawing for it then, not when its
+            # session is discarded minutes later
+            pn.state.curdoc.on_event(ConnectionLost, lambda _event: self.close())
             pn.state.curdoc.on_session_destroyed(lambda _context: self.close())
 
     def close(self) -> None:
@@ -350,10 +357,13 @@ class Dashboard:
             for _, row in sorted(places.items())
         ]
         live = pn.Column(pn.Row(self.x_axis), *rows)
-        tabs = pn.Tabs(
-            ("Live", live), ("Compare", self.compare.view()), dynamic=True
-        )  # Compare drawn when shown
+        tabs = pn.Tabs(("Live", live), ("Compare", self.compare.view()), dynamic=True)  # drawn when shown
+        tabs.param.watch(self._tab_shown, "active")
         return pn.Row(sidebar, tabs)
+
+    def _tab_shown(self, event: Any) -> None:
+        if event.new == 1 and not self.compare.loaded:
+            self.compare.reload()
 
 
 def _draw(draw: Any, data: Any, **follows: Any) -> hv.Element:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import panel as pn
+from bokeh.document import Document
 
 from ..registry import SpecError
 from .board import RunBoard
@@ -27,12 +28,18 @@ from .policy import RunPolicy
 __all__ = ["app_options", "build_app", "serve_dashboard"]
 
 
-#: a page closed (no connection left) for 5 s ends its session, checked every 2 s (Bokeh's defaults,
-#: 15 s checked every 17 s, kept a closed page's polling going half a minute); its run goes on
 #: where ``pn.state.cache`` keeps the board of a server whose pages are built by a script (``panel serve``)
 _BOARD_KEY = "adass-dashboard-runs"
 
-SESSION_CLEANUP = {"check_unused_sessions_milliseconds": 2_000, "unused_session_lifetime_milliseconds": 5_000}
+#: A session is made when its page is requested and connects when the browser has loaded the scripts,
+#: which under load (twenty tabs at once on two cores) takes tens of seconds. A session discarded
+#: before its page connects is built a second time when it does, so unconnected sessions live two
+#: minutes; a page that loses its connection stops polling at once (``Dashboard.attach``), so a closed
+#: page costs memory until then, not work. Its run goes on.
+SESSION_CLEANUP = {
+    "check_unused_sessions_milliseconds": 5_000,
+    "unused_session_lifetime_milliseconds": 120_000,
+}
 
 
 def app_options(argv: Sequence[str]) -> dict[str, Any]:
@@ -137,6 +144,7 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
     _check_free(address, port)
     # the process server that in-process runs start from, its imports paid before the first Start
     threading.Thread(target=process_context, name="adass-warm-runs", daemon=True).start()
+    _warm(options)
     auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
     try:
         server = pn.serve({"/": app}, port=port, address=address, websocket_origin=_origins(address, port),
@@ -161,6 +169,15 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
             signal.signal(sig, handler)
         server.stop()
         board.stop_all()  # each run tears its own cluster down
+
+
+def _warm(options: dict[str, Any]) -> None:
+    """Build a page and draw a plot, both thrown away: the first visitor and the first run's first
+    curve do not wait for imports and caches that every later page finds ready."""
+    import holoviews as hv
+
+    build_app(**options, poll=False, board=RunBoard()).get_root(Document())
+    hv.renderer("bokeh").get_plot(hv.Curve([(0, 0), (1, 1)]))
 
 
 def _quiet_closed_pages(loop: Any) -> None:
