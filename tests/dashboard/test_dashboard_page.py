@@ -241,3 +241,17 @@ def test_a_run_outlives_its_page_and_a_page_that_opens_shows_and_stops_it():
     poll_until_idle(second)
     assert not run.running and "stopped" in second.status.object
     assert "stopped" in next(iter(second.runs_shown.options))
+
+
+def test_a_page_that_loses_its_connection_stops_polling_at_once():
+    from bokeh.document import Document
+    from bokeh.events import ConnectionLost
+    from panel.io.state import set_curdoc
+
+    dashboard = Dashboard()
+    doc = Document()
+    with set_curdoc(doc):
+        dashboard.attach()
+        assert dashboard._callback is not None
+        doc.callbacks.trigger_event(ConnectionLost())  # what the server does when the tab's socket closes
+    assert dashboard._callback is None

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import dask
 import panel as pn
 from bokeh.document import Document
 
@@ -142,8 +143,7 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
         return build_app(**options, board=board)
 
     _check_free(address, port)
-    # the process server that in-process runs start from, its imports paid before the first Start
-    threading.Thread(target=process_context, name="adass-warm-runs", daemon=True).start()
+    threading.Thread(target=_warm_runs, name="adass-warm-runs", daemon=True).start()
     _warm(options)
     auth = {"basic_auth": token, "cookie_secret": secrets.token_urlsafe(32)} if token else {}
     try:
@@ -169,6 +169,15 @@ def serve_dashboard(port: int = 5006, address: str = "127.0.0.1", runs_dir: str 
             signal.signal(sig, handler)
         server.stop()
         board.stop_all()  # each run tears its own cluster down
+
+
+def _warm_runs() -> None:
+    """Start the process server that a page's runs start from, its imports paid before the first
+    Start. The embedded Dask cluster of a page's run forks its workers from the same server instead of
+    spawning fresh interpreters that import torch and the toolkit again (seconds each on a small
+    machine, before the first epoch can begin)."""
+    if process_context().get_start_method() == "forkserver":
+        dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
 
 
 def _warm(options: dict[str, Any]) -> None:
