@@ -1,4 +1,9 @@
-"""A web server on 127.0.0.1 for one test: serves a folder, answers range requests, counts what it sent."""
+"""A web server on 127.0.0.1 for one test: serves a folder, answers range requests, counts what it sent.
+
+Run as a script (``python web.py FOLDER ADDRESS PORT``) it serves the folder at that address until it
+is ended, and prints ``CLIENT_ADDRESS "REQUEST" STATUS`` for each answer: the network lab's tests
+start it inside a lab host.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import contextlib
 import functools
 import http.server
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +80,24 @@ def serve(folder: Path) -> Iterator[tuple[str, list[tuple[str, int]]]]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+class _Logged(_RangeHandler):
+    """The range handler, saying who asked for what (one line per answer, flushed at once)."""
+
+    sent: list[tuple[str, int]] = []
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        print(f'{self.client_address[0]} "{self.requestline}" {code}', flush=True)
+
+
+def main(folder: str, address: str, port: str) -> None:
+    server = http.server.ThreadingHTTPServer(
+        (address, int(port)), functools.partial(_Logged, directory=folder)
+    )
+    print(f"serving {folder} at http://{address}:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

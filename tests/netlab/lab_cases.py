@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +65,31 @@ def lab(state_dir: Path, hosts: int, rate: str) -> Iterator[LabState]:
         lab_down(state)
         left = {state.switch, *(h.netns for h in state.hosts)} & namespaces()
         assert not left, f"namespaces left behind: {left}"
+
+
+#: the range-answering web server of the data tests, run as a script inside a lab host
+WEB_SERVER = Path(__file__).resolve().parents[1] / "data" / "web.py"
+
+
+@contextlib.contextmanager
+def web_server(state: LabState, host: int, folder: Path, log: Path, port: int = 8000) -> Iterator[str]:
+    """Serve ``folder`` over HTTP from lab host ``host`` for the block's duration; yield its base URL.
+
+    The server prints one line per answer (the asking address, the request, the status) into ``log``.
+    It is this test's own child: it is ended by its PID, whatever happens in the block.
+    """
+    address = state.host(host).address
+    with open(log, "wb") as out:
+        server = subprocess.Popen(["ip", "netns", "exec", state.host(host).netns, sys.executable, str(WEB_SERVER),
+                                   str(folder), address, str(port)], stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b"serving" not in log.read_bytes():
+            assert server.poll() is None, f"the web server exited: {log.read_text()[-1000:]}"
+            assert time.monotonic() < deadline, "the web server did not start within 60 s"
+            time.sleep(0.1)
+        yield f"http://{address}:{port}"
+    finally:
+        server.kill()
+        server.wait()

@@ -65,7 +65,9 @@ class DatasetRegistry(Registry):
                     data = take_rows(loader(**values), rows)
                 check_dataset(data)  # before standardizing: its statistics need samples with values
                 if standardization is not None:  # fitted on the whole training split, elsewhere
-                    return replace(data, x_train=standardization.apply(data.x_train),
+                    # rows taken here are this call's own copy: standardized in place, never held twice
+                    fit = standardization.apply if rows is None else standardization.apply_
+                    return replace(data, x_train=fit(data.x_train),
                                    x_test=standardization.apply(data.x_test), standardization=standardization)  # fmt: skip
                 if rows is not None:
                     raise ValueError(f"{name}: rows of the training split need its standardization")

@@ -54,6 +54,13 @@ class Standardization:
             return x
         return (x - self._view(self.mean, x)) / self._view(self.std, x)
 
+    def apply_(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardize ``(n, *shape)`` float features in place and return them: for rows just read,
+        which nothing else holds (a replica's shard is then never in memory twice)."""
+        if self.applied:
+            x.sub_(self._view(self.mean, x)).div_(self._view(self.std, x))
+        return x
+
     def invert(self, x: torch.Tensor) -> torch.Tensor:
         """Undo :meth:`apply`: standardized features back to the loader's scale (e.g. to draw images)."""
         if not self.applied:

@@ -3,8 +3,8 @@
 Features are ``(n, d)`` vectors, ``(n, H, W)`` one-channel images or ``(n, C, H, W)`` images: uint8
 values are scaled to [0, 1] as pixels are, any other number type is read as float32. Labels are
 whole numbers in ``[0, classes)``. A ``.npy`` file holds fixed-size rows after a short header, so a
-replica that asks for some training rows reads only those: through a memory map on this machine,
-by range reads from a URL.
+replica that asks for some training rows reads only those, a block at a time (range reads from a
+URL), so neither the file nor its page cache is ever held whole.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _header(file: Location) -> tuple[tuple[int, ...], np.dtype, int]:
 
 
 def read_npy(file: Location, rows: np.ndarray | None = None) -> np.ndarray:
-    """The array in ``file``, or its rows ``rows`` (read alone: a memory map here, range reads from a URL).
+    """The array in ``file``, or its rows ``rows`` (read alone, a block at a time: range reads from a URL).
 
     Raises
     ------
@@ -57,11 +57,11 @@ def read_npy(file: Location, rows: np.ndarray | None = None) -> np.ndarray:
         Not a ``.npy`` file, a Fortran-ordered or object array, or a file shorter than its header says.
     """
     try:
-        if rows is None and file.local is None:
+        if rows is None:
+            if file.local is not None:
+                return np.load(file.local, allow_pickle=False)
             return np.load(io.BytesIO(read_bytes("npy", file)), allow_pickle=False)
-        if file.local is not None:
-            array = np.load(file.local, mmap_mode="r", allow_pickle=False)
-            return np.array(array if rows is None else array[np.asarray(rows, dtype=np.int64)])  # copies
+        # not a memory map, even here: taking scattered rows from one touches (and maps) every page
         shape, dtype, offset = _header(file)
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
@@ -75,9 +75,10 @@ def read_npy(file: Location, rows: np.ndarray | None = None) -> np.ndarray:
 
 
 def _features(x: np.ndarray) -> torch.Tensor:
+    """``x`` (an array :func:`read_npy` made, nobody else's) as float32 features, copied only to convert."""
     if x.dtype == np.uint8:
         return images_to_tensor(x)
-    return torch.from_numpy(np.array(x, dtype=np.float32))
+    return torch.from_numpy(np.asarray(x, dtype=np.float32))
 
 
 def _labels(file: Location, y: np.ndarray) -> np.ndarray:

@@ -41,15 +41,15 @@ def spans(rows: np.ndarray, record_bytes: int, block_bytes: int = BLOCK_BYTES,
     return groups
 
 
-def _read_exact(stream: IO[bytes], size: int) -> bytes:
-    parts, left = [], size
-    while left:
-        part = stream.read(left)
-        if not part:
-            raise EOFError(f"the file ends {left} bytes early")
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
+def _read_into(stream: IO[bytes], buffer: np.ndarray) -> None:
+    """Fill ``buffer`` (uint8) from ``stream``: one buffer serves every block, so reading a shard
+    holds the shard and one block, never a fresh block per read."""
+    view, done = memoryview(buffer), 0
+    while done < buffer.size:
+        got = stream.readinto(view[done:])
+        if not got:
+            raise EOFError(f"the file ends {buffer.size - done} bytes early")
+        done += got
 
 
 def read_records(stream: IO[bytes], offset: int, record_bytes: int, rows: np.ndarray) -> np.ndarray:
@@ -78,9 +78,13 @@ def read_records(stream: IO[bytes], offset: int, record_bytes: int, rows: np.nda
     order = np.argsort(rows, kind="stable")
     wanted = rows[order]
     out = np.empty((rows.size, record_bytes), dtype=np.uint8)
-    for start, stop in spans(wanted, record_bytes):
-        first, last = int(wanted[start]), int(wanted[stop - 1])
+    groups = spans(wanted, record_bytes)
+    records = [int(wanted[stop - 1]) - int(wanted[start]) + 1 for start, stop in groups]
+    buffer = np.empty(max(records, default=0) * record_bytes, dtype=np.uint8)
+    for (start, stop), count in zip(groups, records, strict=True):
+        first = int(wanted[start])
         stream.seek(offset + first * record_bytes)
-        block = np.frombuffer(_read_exact(stream, (last - first + 1) * record_bytes), dtype=np.uint8)
-        out[order[start:stop]] = block.reshape(-1, record_bytes)[wanted[start:stop] - first]
+        block = buffer[: count * record_bytes]
+        _read_into(stream, block)
+        out[order[start:stop]] = block.reshape(count, record_bytes)[wanted[start:stop] - first]
     return out

@@ -29,6 +29,16 @@ def replica_seed(seed: int, rank: int) -> int:
     return stable_seed(seed, "replica", rank) % (2**31)
 
 
+def squared_norms(x: torch.Tensor, chunk_bytes: int = 4 << 20) -> torch.Tensor:
+    """``(n,)`` squared norms of ``(n, *shape)`` samples, ``chunk_bytes`` of rows at a time: the squares
+    of a whole shard at once would be a second copy of it. Each row's sum is the same either way."""
+    flat = x.reshape(x.shape[0], -1)
+    if flat.shape[0] == 0:
+        return flat.pow(2).sum(1)
+    rows = max(1, chunk_bytes // max(1, flat.shape[1] * flat.element_size()))
+    return torch.cat([part.pow(2).sum(1) for part in flat.split(rows)])
+
+
 class ReplicaState:
     """Model, optimizer, samples and sampler of one replica; build it with :meth:`whole`, :meth:`shard`
     or :meth:`held` (from a :class:`~adass.data.Shard` read on the replica's own machine).
@@ -66,7 +76,7 @@ class ReplicaState:
         self.model = model.to(self.device)
         self.sampler = build_sampler(
             config.sampler.sampler, n=shard.n, seed=sampler_seed, epochs=o.epochs,
-            feature_sq_norms=self.x.reshape(self.x.shape[0], -1).pow(2).sum(1), linear=is_linear(self.model),
+            feature_sq_norms=squared_norms(self.x), linear=is_linear(self.model),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
         # every gradient is a view of one flat buffer: backward fills it in place (backprop_batch

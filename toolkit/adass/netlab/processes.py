@@ -6,6 +6,11 @@ the root namespace cannot reach the lab's addresses, by design. The lab is a clu
 processes keep freed memory for reuse as the embedded cluster's do (``adass.allocator``). Each process's
 start time and command line are recorded with its PID, and ``down`` signals only a process that still
 matches them (:mod:`adass.netlab.identity`).
+
+Lab hosts share this machine's file system. With ``private_tmp`` each worker gets a ``/tmp`` of its own
+(an empty tmpfs mounted in the mount namespace that ``ip netns exec`` gives it, gone when the worker
+exits) and works in it, so a folder under ``/tmp`` (a client's ``--out``, a data file) is not on the
+workers' "hosts", as on a cluster whose machines share no folder.
 """
 
 from __future__ import annotations
@@ -23,30 +28,40 @@ from .private import open_log, read_file
 from .state import LabState, Process
 from .system import LabError, warn
 
-__all__ = ["SCHEDULER_PORT", "start_cluster", "stop_processes"]
+__all__ = ["PRIVATE_TMP", "SCHEDULER_PORT", "signal_process", "start_cluster", "stop_processes"]
 
 SCHEDULER_PORT = 8786
 _READY = {"scheduler": "Scheduler at:", "worker": "Registered to:"}
+#: run before a worker's command (``sh -c PRIVATE_TMP sh COMMAND...``): an empty /tmp of its own, its
+#: working directory; ``exec`` keeps the PID and start time, so the recorded process is the command
+PRIVATE_TMP = 'mount -t tmpfs -o mode=1777 adass-tmp /tmp && cd /tmp && exec "$@"'
 
 
 def _in_netns(netns: str, command: list[str]) -> list[str]:
     return ["ip", "netns", "exec", netns, *command]
 
 
-def _spawn(state: LabState, role: str, host: int, argv: list[str], log: Path) -> Process:
+def _spawn(
+    state: LabState, role: str, host: int, argv: list[str], log: Path, private_tmp: bool = False
+) -> Process:
     command = [sys.executable, "-m", "dask", *argv]
+    launch = ["sh", "-c", PRIVATE_TMP, "sh", *command] if private_tmp else []
     # as in the embedded LocalCluster: no sampling profiler taking each worker's GIL 100 times a second
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
+    if "PYTHONPATH" in env:  # a relative entry would name another folder from the worker's own /tmp
+        env["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(p) if p else p for p in env["PYTHONPATH"].split(os.pathsep)
+        )
     if wanted():  # glibc reads these at start: the workers reuse freed blocks instead of faulting in pages
         env.update(ENVIRON)
     out = open_log(log)
     try:
-        proc = subprocess.Popen(_in_netns(state.host(host).netns, command), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(_in_netns(state.host(host).netns, launch or command), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)  # fmt: skip
     finally:
         os.close(out)
-    # Popen returns once ``ip`` runs; the start time stays the same when ``ip`` executes the command
-    entry = Process(role, host, proc.pid, start_ticks(proc.pid) or 0, str(log), command)
+    # Popen returns once ``ip`` runs; the start time stays the same when ``ip`` (and ``sh``) execute the command
+    entry = Process(role, host, proc.pid, start_ticks(proc.pid) or 0, str(log), command, launch)
     state.processes.append(entry)
     state.save()  # recorded before we wait on it, so ``down`` finds it whatever happens next
     return entry
@@ -71,10 +86,12 @@ def _wait_ready(state: LabState, entries: list[Process], timeout_s: float) -> No
         time.sleep(0.2)
 
 
-def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeout_s: float = 60.0) -> str:
+def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeout_s: float = 60.0,
+                  private_tmp: bool = False) -> str:  # fmt: skip
     """Start ``dask scheduler`` on one lab host and ``workers`` ``dask worker``s, worker i on host i mod N.
 
-    Workers run without a nanny and with one thread each, like the embedded LocalCluster's. Returns the
+    Workers run without a nanny and with one thread each, like the embedded LocalCluster's; with
+    ``private_tmp``, each in an empty ``/tmp`` of its own (see the module's docstring). Returns the
     scheduler's address (``tcp://10.77.X.Y:8786``), also kept in the state file.
     """
     if state.processes:
@@ -96,7 +113,7 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
         started.append(_spawn(state, "worker", host.index, [
             "worker", address, "--host", host.address, "--name", f"w{i}", "--nthreads", "1", "--no-nanny",
             "--no-dashboard",
-        ], logs / f"worker{i}.log"))  # fmt: skip
+        ], logs / f"worker{i}.log", private_tmp))  # fmt: skip
     _wait_ready(state, started, timeout_s)
     return address
 
@@ -110,8 +127,10 @@ def _verdict(state: LabState, entry: Process, now: Seen | None) -> str:
     if now.zombie:  # ours, exited, not yet reaped
         return "gone"
     netns = state.hosts[entry.host].netns if 0 <= entry.host < len(state.hosts) else ""
-    # before ``ip netns exec`` replaces itself with the command, the process is still ``ip``
-    if not entry.command or list(now.command) not in (entry.command, _in_netns(netns, entry.command)):
+    # before ``ip netns exec`` (and ``sh``, under private_tmp) replace themselves with the command, the
+    # process is still ``ip`` (or ``sh``)
+    first = entry.launch or entry.command
+    if not entry.command or list(now.command) not in (entry.command, entry.launch, _in_netns(netns, first)):
         return "its command differs from the one recorded"
     return "ours"
 
@@ -120,7 +139,9 @@ def _alive(state: LabState, entry: Process) -> bool:
     return _verdict(state, entry, seen(entry.pid)) == "ours"
 
 
-def _signal(state: LabState, entry: Process, sig: int) -> bool:
+def signal_process(state: LabState, entry: Process, sig: int) -> bool:
+    """Send ``sig`` to one of the lab's processes if it still is the one the lab started; return whether
+    it was sent (a fault injected on purpose: a worker killed mid-run, say)."""
     return send_signal(entry.pid, sig, lambda now: _verdict(state, entry, now) == "ours")
 
 
@@ -136,7 +157,7 @@ def stop_processes(state: LabState, grace_s: float = 5.0) -> None:
         verdict = _verdict(state, entry, seen(entry.pid))
         if verdict == "ours":
             ours.append(entry)
-            _signal(state, entry, signal.SIGTERM)
+            signal_process(state, entry, signal.SIGTERM)
         elif verdict == "gone":
             _reap(entry.pid)
         else:
@@ -147,7 +168,7 @@ def stop_processes(state: LabState, grace_s: float = 5.0) -> None:
         while _alive(state, entry) and time.monotonic() < deadline:
             _reap(entry.pid)
             time.sleep(0.1)
-        _signal(state, entry, signal.SIGKILL)
+        signal_process(state, entry, signal.SIGKILL)
         _reap(entry.pid)
     state.processes = []
     state.scheduler = ""

@@ -55,7 +55,8 @@ class Process:
     """A process the lab started (scheduler or worker).
 
     ``started`` (clock ticks after boot) and ``command`` (its command line once running) tell this
-    process from any other that later holds the same PID.
+    process from any other that later holds the same PID; ``launch``, where not empty, is what ran in
+    the namespace first and then executed ``command`` (a worker's private ``/tmp`` is mounted by it).
     """
 
     role: str
@@ -64,6 +65,7 @@ class Process:
     started: int
     log: str
     command: list[str] = field(default_factory=list)
+    launch: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "dml": "PS vs ring x codecs on a Dask cluster, P=2/4, 1 Gbit link or none, beside PyTorch DDP; ADASS vs single process",
     "dml_colocated": "PS shards colocated with the replicas vs dedicated server workers, P=4: Dask workers, epoch time",
     "codecs": "QSGD and random-k encode/decode against one read pass, reference and fused kernels, one core",
+    "data": "a data set larger than one Dask worker may hold, on 4 workers under Dask's memory limit: each replica's resident data vs its shard",
     "faults": "kill a worker, the client and the scheduler mid-run: detection time, work lost, accuracy vs uninterrupted",
     "dashboard": "20 visitors opening the dashboard at once (seconds to a rendered page) and Start to the first accuracy point, in a browser",
     "equivalence": "final parameters and wire bytes of 60+ runs (samplers x exchanges x codecs x memories x backends) against --against REV",

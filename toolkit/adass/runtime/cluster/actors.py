@@ -49,6 +49,12 @@ _SHARED = (
 )
 
 
+def _anon_bytes() -> int:
+    """This process's resident memory that no file backs (the code of its libraries left out)."""
+    info = psutil.Process().memory_info()
+    return int(info.rss - info.shared)
+
+
 def _here() -> str:
     """This worker's address (or "this process" outside a Dask worker), for messages."""
     try:
@@ -196,7 +202,7 @@ class Replica(_Member):
         :meth:`_hold`), or None where ``order.fallback`` and the files are not on this machine."""
 
         def work() -> dict[str, Any] | None:
-            began = time.perf_counter()
+            began, anon_before = time.perf_counter(), _anon_bytes()
             try:
                 shard = read_shard(order.spec, order.seed, order.indices, order.n_train, order.standardization,
                                    whole=order.whole)  # fmt: skip
@@ -204,14 +210,14 @@ class Replica(_Member):
                 if order.fallback:
                     return None
                 raise
-            return self._hold(shard, "read", time.perf_counter() - began)
+            return self._hold(shard, "read", time.perf_counter() - began, anon_before)
 
         return await asyncio.to_thread(work)
 
     async def receive(self, piece: Shard) -> None:
         """One piece of this replica's shard, streamed by the client."""
         if not getattr(self, "pieces", None):
-            self.pieces, self.first_piece_at = [], time.perf_counter()
+            self.pieces, self.first_piece_at, self.anon_before = [], time.perf_counter(), _anon_bytes()
         self.pieces.append(piece)
 
     async def take(self, order: ShardOrder) -> dict[str, Any]:
@@ -223,16 +229,19 @@ class Replica(_Member):
                 shard = Shard(order.indices, shard.x[order.indices], shard.y[order.indices], shard.x_test,
                               shard.y_test, shard.shape, shard.classes, order.n_train, shard.x, shard.y)  # fmt: skip
             self.pieces = []
-            return self._hold(shard, "stream", time.perf_counter() - self.first_piece_at)
+            return self._hold(shard, "stream", time.perf_counter() - self.first_piece_at, self.anon_before)
 
         return await asyncio.to_thread(work)
 
-    def _hold(self, shard: Shard, how: str, load_s: float) -> dict[str, Any]:
-        """Build the engine on ``shard``; report how the data came, in how long and what is held."""
+    def _hold(self, shard: Shard, how: str, load_s: float, anon_before: int) -> dict[str, Any]:
+        """Build the engine on ``shard``; report how the data came, in how long and what is held:
+        ``data_bytes`` (its tensors), ``rss_bytes`` (the process's resident memory now) and
+        ``taken_bytes``, how much its resident memory that no file backs grew from before its data
+        came until the engine stood (the data, what reading it kept, and the first model's build)."""
         state = ReplicaState.held(self.config, shard, self.rank)
         self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
         return {"rank": self.rank, "n": shard.n, "how": how, "load_s": load_s, "data_bytes": shard.nbytes,
-                "rss_bytes": psutil.Process().memory_info().rss}  # fmt: skip
+                "rss_bytes": psutil.Process().memory_info().rss, "taken_bytes": _anon_bytes() - anon_before}  # fmt: skip
 
     async def select(self, epoch: int, selection: bool = True) -> dict[str, Any]:
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps; with

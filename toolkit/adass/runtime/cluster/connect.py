@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dask
+from dask.utils import parse_bytes
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
@@ -20,7 +21,7 @@ from ...scheduler_address import parse_scheduler_address
 from .credentials import temporary_security, user_security
 from .gpus import cluster_class
 
-__all__ = ["ClusterHandle", "connect", "reachable"]
+__all__ = ["ClusterHandle", "connect", "memory_bytes", "reachable"]
 
 #: how long a question to the scheduler may take before its address is probed (a dead scheduler's
 #: port refuses connections at once, but Dask's connect retries against it until its own timeout)
@@ -84,7 +85,7 @@ class ClusterHandle:
 
 def connect(
     address: str | None = None, n_workers: int = 2, timeout_s: float = 60.0, detect_s: float = 30.0,
-    security: Security | None = None, dashboard: bool = False, device: str = "auto",
+    security: Security | None = None, dashboard: bool = False, device: str = "auto", memory_limit: str | int = 0,
 ) -> ClusterHandle:  # fmt: skip
     """A Dask client with at least ``n_workers`` workers.
 
@@ -110,12 +111,17 @@ def connect(
         The run's ``--device``: unless ``cpu``, the embedded cluster is dask-cuda's
         ``LocalCUDACluster`` (a GPU per worker) where dask-cuda is installed and the machine has a
         GPU for each of the ``n_workers``.
+    memory_limit : str or int
+        Embedded cluster: the most memory each worker process may hold (bytes, or ``"768MiB"``,
+        ``"2GB"``), Dask's own per-worker limit: a worker pauses new tasks at 80% of it and its nanny
+        restarts it at 95%. 0: no limit.
 
     Raises
     ------
     RunFailure
         One line: nothing listens at ``address``, or too few workers joined in ``timeout_s``.
     """
+    limit_bytes = memory_bytes(memory_limit)
     if address:
         reachable(address)
         try:
@@ -143,7 +149,8 @@ def connect(
     with dask.config.set({"distributed.worker.profile.enabled": False, **ttl, **pages, **dask_config()}):
         cluster = cluster_class(n_workers, device)(
             n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address="127.0.0.1:0" if dashboard else None, memory_limit=0, silence_logs=logging.CRITICAL,
+            dashboard_address="127.0.0.1:0" if dashboard else None, memory_limit=limit_bytes,
+            silence_logs=logging.CRITICAL,
             security=embedded_security,
         )  # fmt: skip
     try:
@@ -152,6 +159,22 @@ def connect(
         cluster.close()
         raise
     return ClusterHandle(client, cluster, serves_dashboard=dashboard)
+
+
+def memory_bytes(limit: str | int) -> int:
+    """``limit`` (bytes, or a size such as ``"768MiB"``) in bytes; SpecError in one line otherwise.
+
+    >>> memory_bytes("768MiB"), memory_bytes(0)
+    (805306368, 0)
+    """
+    try:
+        value = parse_bytes(limit) if isinstance(limit, str) else int(limit)
+    except (ValueError, TypeError):
+        value = -1
+    if value < 0:
+        raise SpecError(f"memory_limit: {limit!r} is not allowed; expected a size such as 768MiB or 2GB, "
+                        "or 0 for no limit")  # fmt: skip
+    return value
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
