@@ -84,3 +84,33 @@ def test_world_counts_replicas_and_server_shards():
     assert run_world(colocated) == 3 and run_colocated(colocated) == {0: 0, 1: 1}
     assert run_colocated(RunConfig.from_flat(**TINY, workers=3, exchange="ps:servers=2")) == {}
     assert run_colocated(RunConfig.from_flat(**TINY, workers=3, exchange="ring")) == {}
+
+
+def _initial_environ(queue) -> None:
+    """In a process forked from the process server: the environment it was started with."""
+    with open("/proc/self/environ", "rb") as f:
+        queue.put(dict(item.decode().split("=", 1) for item in f.read().split(b"\0") if b"=" in item))
+
+
+def test_page_runs_and_their_dask_workers_fork_from_a_server_that_keeps_freed_memory():
+    import sys
+
+    import dask
+    import pytest
+
+    from adass.allocator import ENVIRON
+    from adass.dashboard.own_process import process_context
+    from adass.dashboard.serve import _warm_runs
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc: Linux only")
+    context = process_context()
+    queue = context.Queue()
+    child = context.Process(target=_initial_environ, args=(queue,))
+    child.start()
+    seen = queue.get(timeout=60)
+    child.join(30)
+    assert {key: seen.get(key) for key in ENVIRON} == ENVIRON  # as the embedded cluster's workers start
+    with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):
+        _warm_runs()  # what the dashboard does when it starts serving
+        assert dask.config.get("distributed.worker.multiprocessing-method") == "forkserver"

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import queue
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..allocator import ENVIRON, wanted
 from ..config import RunConfig
 from ..data import load_dataset
 from ..failures import one_line
@@ -41,6 +43,8 @@ def process_context() -> Any:
     context.set_forkserver_preload(_PRELOAD)
     from multiprocessing import forkserver
 
+    if wanted():  # read by glibc when the server starts; what it forks (runs, Dask workers) inherits it
+        os.environ.update(ENVIRON)
     forkserver.ensure_running()
     return context
 
