@@ -69,7 +69,12 @@ def _selection(table: pd.DataFrame) -> list[str]:
     parts = []
     for sampler in dict.fromkeys(table["sampler"]):
         arm = _row(table, sampler=sampler, **where)
-        if arm is None or reference is None or sampler == "full" or sampler.startswith(("random (", "full (")):
+        if (
+            arm is None
+            or reference is None
+            or sampler == "full"
+            or sampler.startswith(("random (", "full ("))
+        ):
             continue
         # wall_ratio is against the table's first row; against full on the same exchange and codec
         # the ratio isolates what selection saves
