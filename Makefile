@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 
-.PHONY: setup demo test lint bench device-check reproduce clean
+.PHONY: setup demo test lint docs tutorials bench device-check reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check toolkit tests dashboards
 	$(BIN)/ruff format --check toolkit tests dashboards
 
+# the documentation site under docs/_build/html (Sphinx, PyData theme, MyST-NB). The tutorials show the
+# outputs they are stored with; EXECUTE=cache (or force) runs them again while building
+EXECUTE ?= off
+docs: $(STAMP)
+	ADASS_DOCS_EXECUTE=$(EXECUTE) $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	@echo "open docs/_build/html/index.html"
+
+# run every tutorial notebook at full size and store its outputs (NOTEBOOKS=tutorials/02_*.py for some)
+NOTEBOOKS ?=
+tutorials: $(STAMP)
+	$(BIN)/python scripts/execute_tutorials.py $(NOTEBOOKS)
+
 bench: $(STAMP)
 	$(BIN)/adass bench samplers --out bench-out
 
@@ -50,4 +62,4 @@ reproduce: $(STAMP)
 	$(BIN)/adass reproduce --out reproduce-out --jobs $(JOBS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out device-check-out
+	rm -rf $(VENV) $(DEMO_OUT) bench-out reproduce-out device-check-out docs/_build docs/jupyter_execute

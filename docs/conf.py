@@ -9,7 +9,6 @@ the record classes on every build (``_ext/adass_reference.py``), so they cannot 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -60,6 +59,7 @@ nitpicky = False
 html_theme = "pydata_sphinx_theme"
 html_title = "adass"
 html_static_path = ["_static"]
+html_css_files = ["adass.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,

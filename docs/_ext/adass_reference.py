@@ -27,8 +27,8 @@ def _code(text: object) -> str:
 def _option_rows(definitions, skip=(), only=None) -> list[str]:  # noqa: ANN001
     import param
 
-    from adass.config import allowed_text, flag_for, options, registry_for
     from adass.cli.command_options import LIST_ITEMS
+    from adass.config import allowed_text, flag_for, options, registry_for
 
     rows = []
     for option, p in options(definitions).items():
@@ -37,13 +37,10 @@ def _option_rows(definitions, skip=(), only=None) -> list[str]:  # noqa: ANN001
         registry = registry_for(LIST_ITEMS.get(option, option))
         if registry is not None:
             accepts = f"a {registry.kind} spec ([plug-ins](#{registry.kind}-specs))"
-        elif isinstance(p, (param.Number, param.Selector, param.Boolean)):
-            accepts = allowed_text(p)
         else:
             accepts = allowed_text(p)
-        default = "" if isinstance(p, param.Boolean) and p.default is False else _code(p.default)
-        if isinstance(p, param.Boolean) and p.default is False:
-            default = "off (a switch)"
+        switch = isinstance(p, param.Boolean) and p.default is False
+        default = "off (a switch)" if switch else _code(p.default)
         rows.append(f"| `{flag_for(option)}` | {_cell(default)} | {_cell(accepts)} | {_cell(p.doc)} |")
     return rows
 
@@ -97,7 +94,9 @@ def cli_markdown() -> str:
             out.append(f"| `{entry.name}` |  |  |  | {_cell(entry.doc)} |")
             for key, p in entry.params.items():
                 shown = key.upper() if key == "path" else key
-                out.append(f"|  | `{shown}` | {_cell(_code(p.default))} | {_cell(p.allowed())} | {_cell(p.doc)} |")
+                out.append(
+                    f"|  | `{shown}` | {_cell(_code(p.default))} | {_cell(p.allowed())} | {_cell(p.doc)} |"
+                )
         out += [""]
     return "\n".join(out) + "\n"
 
