@@ -6,7 +6,10 @@ with the tutorials folder as its working directory, and is written back with its
 documentation site and the code host show those outputs; ``make test`` runs the notebooks again in
 quick mode. Prints each notebook's wall time and stored size.
 
-    python scripts/execute_tutorials.py [tutorials/02_parameter_server_vs_ring.py ...]
+    python scripts/execute_tutorials.py [--quick] [tutorials/02_parameter_server_vs_ring.py ...]
+
+``--quick`` runs them with ``ADASS_TUTORIAL_QUICK=1`` (smaller sizes, as the tests run them); the
+notebook's first output says which mode it ran in.
 """
 
 from __future__ import annotations
@@ -24,13 +27,18 @@ TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 CELL_TIMEOUT_S = 1800
 
 
-def execute(script: Path) -> tuple[float, int]:
+def execute(script: Path, quick: bool = False) -> tuple[float, int]:
     """Update ``script``'s notebook from it, run the notebook and store its outputs; (seconds, bytes)."""
     notebook_path = script.with_suffix(".ipynb")
     subprocess.run([sys.executable, "-m", "jupytext", "--quiet", "--to", "ipynb", "--update", str(script),
                     "-o", str(notebook_path)], check=True)  # fmt: skip
     notebook = nbformat.read(notebook_path, as_version=4)
     env = {k: v for k, v in os.environ.items() if k != "ADASS_TUTORIAL_QUICK"}  # the full sizes
+    if quick:
+        env["ADASS_TUTORIAL_QUICK"] = "1"
+    # the kernel starts in tutorials/: a relative PYTHONPATH entry must still name the same folder
+    paths = env.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join(str(Path(entry).resolve()) for entry in paths if entry)
     env.setdefault("OMP_NUM_THREADS", "1")
     client = NotebookClient(notebook, kernel_name="python3", timeout=CELL_TIMEOUT_S,
                             resources={"metadata": {"path": str(TUTORIALS)}})  # fmt: skip
@@ -44,9 +52,10 @@ def execute(script: Path) -> tuple[float, int]:
 
 
 def main(argv: list[str]) -> int:
-    scripts = [Path(a) for a in argv] or sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
+    quick = "--quick" in argv
+    scripts = [Path(a) for a in argv if a != "--quick"] or sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
     for script in scripts:
-        seconds, size = execute(script.resolve())
+        seconds, size = execute(script.resolve(), quick=quick)
         print(f"{script.stem:<36} {seconds:7.1f} s {size / 1e6:6.2f} MB", flush=True)
     return 0
 
