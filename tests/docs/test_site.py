@@ -67,7 +67,7 @@ def test_every_page_of_the_site_is_built(site: Path):
 def test_the_cli_reference_names_every_flag_of_every_command(site: Path):
     import argparse
 
-    from adass.cli import build_parser
+    from adass.cli.main import build_parser
 
     page = _text(site / "reference" / "cli.html")
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
