@@ -16,8 +16,11 @@ __all__ = ["cli_markdown", "records_markdown", "setup"]
 
 
 def _cell(text: object) -> str:
-    """Table-safe text: pipes escaped, no line breaks."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Table-safe text: no line breaks; pipes and angle brackets escaped (``<suite>`` is text, not HTML)."""
+    text = " ".join(str(text).split())
+    for char in "|<>":
+        text = text.replace(char, "\\" + char)
+    return text
 
 
 def _code(text: object) -> str:
