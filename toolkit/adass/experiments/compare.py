@@ -143,9 +143,14 @@ def warm_up(config: RunConfig, dataset: Dataset) -> None:
 def warm_kernels(configs: Sequence[RunConfig]) -> int:
     """Compile (or load from numba's cache) the codec kernels every config's exchange will call.
 
-    Each distinct exchange, codec and memory runs one untimed epoch on as many virtual replicas of this
-    process as the run has, over tiny data: every fused loop the real run takes is compiled here and cached on disk,
-    so no timed run pays for it. Returns how many warm-up runs it made (0 where nothing is encoded).
+    Each distinct exchange, codec and memory runs one untimed epoch on as many virtual replicas of
+    this process as the run has, over tiny data: every fused loop the real run takes is compiled here
+    and cached on disk, so no timed run pays for it (numba compiles for the types, not the sizes).
+
+    Returns
+    -------
+    int
+        How many warm-up runs it made (0 where nothing is encoded).
     """
     seen = set()
     for config in configs:
@@ -153,8 +158,8 @@ def warm_kernels(configs: Sequence[RunConfig]) -> int:
         if key in seen or (key[1] == "fp32" and key[2] == "none"):
             continue
         seen.add(key)
-        tiny = config.replace(data=_WARM_DATA, model=_WARM_MODEL, epochs=1, sampler="full", replicas=config.world,
-                              batch_size=32, device="cpu", **_LOCAL_ONLY)  # fmt: skip
+        tiny = config.replace(data=_WARM_DATA, model=_WARM_MODEL, epochs=1, sampler="full",
+                              replicas=config.world, batch_size=32, device="cpu", **_LOCAL_ONLY)  # fmt: skip
         run(tiny, selection_records=False)
     return len(seen)
 
