@@ -41,7 +41,8 @@ from adass.codecs import ChunkKey, make_codec
 from adass.config import RunConfig
 from adass.data import load_dataset
 from adass.exchange import simulate
-from adass.metrics import EvalRecord
+from adass.failures import Diverged
+from adass.metrics import EvalRecord, MemorySink
 
 hv.extension("bokeh")
 
@@ -216,13 +217,20 @@ variants += [("ring:strategy=shared_scale", "ef(qsgd:bits=2)")]
 handle = connect(n_workers=2)
 runs, curves = [], []
 for exchange, codec in variants:
-    result = train_distributed(base.replace(exchange=exchange, codec=codec), handle=handle)
     bits = codec.removesuffix(")").split("=")[-1]
     label = "fp32" if codec == "fp32" else f"{bits} bits, {exchange.split('=')[1]}" + (", ef" if codec.startswith("ef(") else "")
-    evals = result.sink.frame(EvalRecord).assign(variant=label)
+    sink = MemorySink()  # keeps the epochs a run finished, also when it stops itself
+    try:
+        train_distributed(base.replace(exchange=exchange, codec=codec), sink=sink, handle=handle)
+        outcome = "finished"
+    except Diverged as err:  # the loss blew up: the run stops after the epoch that shows it
+        outcome = "diverged"
+        print(f"{label}: {err}")
+    evals = sink.frame(EvalRecord).assign(variant=label)
     curves.append(evals)
-    runs.append({"variant": label, "test_acc": result.final.test_acc, "wire_MB": result.totals["wire_bytes"] / 1e6,
-                 "vs_fp32": 0.0, "train_s": result.totals["train_s"]})  # fmt: skip
+    last = evals.iloc[-1]
+    runs.append({"variant": label, "test_acc": last.test_acc if outcome == "finished" else float("nan"),
+                 "wire_MB": last.wire_bytes / 1e6, "vs_fp32": 0.0, "train_s": last.train_s, "outcome": outcome})  # fmt: skip
 handle.close()
 table = pd.DataFrame(runs)
 table["vs_fp32"] = table.wire_MB / table.wire_MB.iloc[0]
@@ -245,7 +253,10 @@ curves = pd.concat(curves, ignore_index=True)
 # all-gather, so the shared scale sends about $b + \tfrac12$ bits per value, and in return adds no
 # rounding of its own. Look for the knee: the smallest $b$ whose accuracy matches fp32 is the
 # setting to use, and the traffic column says how much it saves. (With the full sizes the table
-# also has the requantize strategy next to the shared scale.)
+# also has the requantize strategy next to the shared scale, and 1 bit, which neither strategy
+# survives without error feedback: under requantize every hop rounds again and the loss blows up,
+# so the run stops itself after the epoch that shows it and the table says "diverged"; under the
+# shared scale it trains, but far behind fp32.)
 #
 # "Matches" needs a yardstick. Every run here has one seed, so the only spread at hand is that of
 # the test set itself: an accuracy $p$ measured on $n$ test digits has a standard error of
@@ -257,11 +268,12 @@ n_test = load_dataset("mnist5k").n_test
 fp32_acc = table.test_acc.iloc[0]
 noise = 2 * np.sqrt(fp32_acc * (1 - fp32_acc) / n_test)
 table["diff_vs_fp32"] = table.test_acc - fp32_acc
-table["verdict"] = np.where(table.diff_vs_fp32.abs() <= noise, "same as fp32 (within noise)",
-                            np.where(table.diff_vs_fp32 > 0, "better", "worse"))  # fmt: skip
+table["verdict"] = np.where(table.outcome == "diverged", "diverged",
+                            np.where(table.diff_vs_fp32.abs() <= noise, "same as fp32 (within noise)",
+                                     np.where(table.diff_vs_fp32 > 0, "better", "worse")))  # fmt: skip
 print(f"fp32 {fp32_acc:.3f} on {n_test} test digits: differences within +-{noise:.3f} are noise")
 print(table[["variant", "test_acc", "diff_vs_fp32", "vs_fp32", "verdict"]].to_string(index=False))
-same = table.iloc[1:][table.verdict.iloc[1:] != "worse"]
+same = table.iloc[1:][~table.verdict.iloc[1:].isin(["worse", "diverged"])]
 if len(same):
     pick = same.loc[same.wire_MB.idxmin()]
     print(f"cheapest variant not worse than fp32: {pick.variant}, {pick.vs_fp32:.1%} of fp32's traffic"

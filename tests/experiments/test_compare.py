@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from adass.config import RunConfig
 from adass.experiments.compare import (
     BUDGET_MATCHED,
     COMPARE_COLUMNS,
@@ -80,3 +81,13 @@ def test_a_replayed_schedule_gives_back_every_count(n):
         f"random:schedule={schedule_text([k / n for k in counts])}", n=n, seed=0, epochs=5
     )
     assert [len(sampler.select(e)) for e in range(5)] == counts
+
+
+def test_kernels_are_warmed_once_per_exchange_codec_and_memory_and_never_for_plain_fp32():
+    from adass.experiments.compare import warm_kernels
+
+    base = RunConfig.from_flat(data="synthetic:n=64,d=4,classes=2", model="logreg", replicas=2, epochs=1)
+    q8 = base.replace(codec="qsgd:bits=8")
+    configs = [base, q8, q8.replace(seed=3), q8.replace(codec="ef(qsgd:bits=2)")]
+    assert warm_kernels(configs) == 2
+    assert warm_kernels([base, RunConfig.from_flat(data="synthetic:n=64,d=4,classes=2")]) == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +36,12 @@ __all__ = [
 ]
 
 
+def _column(doc: str, default: Any = MISSING) -> Any:
+    """A record field with its meaning (``metadata["doc"]``): the record schema in the documentation
+    is written from these, so a column and its description live in one place."""
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass
 class StepRecord:
     """One optimizer step of one replica (``steps.parquet``).
@@ -52,17 +58,26 @@ class StepRecord:
     computed on and the update it was applied to (in updates); 0 in lock-step.
     """
 
-    run: str
-    epoch: int
-    step: int
-    rank: int
-    samples: int
-    loss: float
-    compute_s: float
-    encode_s: float = 0.0
-    comm_s: float = 0.0
-    decode_s: float = 0.0
-    staleness: int = 0
+    run: str = _column("the run's label")
+    epoch: int = _column("epoch, from 0")
+    step: int = _column("step, from 0, running on across epochs")
+    rank: int = _column("the replica")
+    samples: int = _column("samples backpropagated in the local batch")
+    loss: float = _column("their mean loss")
+    compute_s: float = _column("seconds of forward and backward")
+    encode_s: float = _column(
+        "seconds of codec work before and between hops: weighting, encode, the hops' add or decode-add-re-encode",
+        0.0,
+    )
+    comm_s: float = _column(
+        "the rest of the exchange's wall time, which is not codec work: sending, receiving, waiting for the slowest peer, framing and copies",
+        0.0,
+    )
+    decode_s: float = _column("seconds turning the final payloads into the averaged gradient", 0.0)
+    staleness: int = _column(
+        "asynchronous PS (`mode=async|ssp`): updates the servers applied between the parameters this gradient was computed on and the update it went into, the most over shards; 0 in lock-step",
+        0,
+    )
 
 
 @dataclass
@@ -78,18 +93,24 @@ class TrafficRecord:
     bytes over bandwidth) says the message takes, 0 without a link model.
     """
 
-    run: str
-    epoch: int
-    step: int
-    phase: str  # scale | push | reduce_scatter | all_gather | pull (adass.exchange.transport.PHASES)
-    hop: int
-    src: int
-    dst: int
-    chunk: int
-    raw_bytes: int
-    wire_bytes: int
-    seconds: float
-    sim_seconds: float
+    run: str = _column("the run's label")
+    epoch: int = _column("epoch, from 0")
+    step: int = _column("step, from 0, running on across epochs")
+    phase: str = _column(
+        "`push`, `pull` (parameter server), `reduce_scatter`, `all_gather` (ring) or `scale` (the ring's shared-scale agreement, one round before the reduce)"
+    )
+    hop: int = _column("the hop within the phase")
+    src: int = _column("sending rank (PS shards are the last ranks)")
+    dst: int = _column("receiving rank")
+    chunk: int = _column("the gradient chunk")
+    raw_bytes: int = _column("the values' size in fp32")
+    wire_bytes: int = _column("the encoded payload's size")
+    seconds: float = _column(
+        "measured: from the send (without a stamp from the sender, from the posted receive) to delivery, queueing behind earlier messages included"
+    )
+    sim_seconds: float = _column(
+        "modelled: what the `--link` model (latency plus bytes over bandwidth) says the message takes; 0 without `--link`"
+    )
 
 
 @dataclass
@@ -101,12 +122,14 @@ class SelectionRecord:
     policies; ``inf`` never visited, NaN unknown); ``kept`` whether the epoch visits it.
     """
 
-    run: str
-    epoch: int
-    rank: int
-    sample_id: int
-    bound: float
-    kept: bool
+    run: str = _column("the run's label")
+    epoch: int = _column("epoch, from 0")
+    rank: int = _column("the replica whose shard holds the sample")
+    sample_id: int = _column("the sample's position in the training split")
+    bound: float = _column(
+        "its score when the epoch's selection was made (ADASS: the gradient-norm bound; other policies: the last loss); `inf` never visited, NaN unknown"
+    )
+    kept: bool = _column("whether the epoch visits it")
 
 
 @dataclass
@@ -120,16 +143,18 @@ class EvalRecord:
     the epoch visited.
     """
 
-    run: str
-    epoch: int
-    train_s: float
-    backprops: int
-    forwards: int
-    wire_bytes: int
-    train_loss: float
-    test_loss: float
-    test_acc: float
-    kept_frac: float = 1.0
+    run: str = _column("the run's label")
+    epoch: int = _column("the epoch just trained")
+    train_s: float = _column(
+        "training seconds so far, evaluation and set-up excluded (so policies compare fairly); called `wall_s` before, and read under the new name from older runs"
+    )
+    backprops: int = _column("sample passes with a backward pass so far, over all replicas")
+    forwards: int = _column("every forward pass so far (probes and refreshes included)")
+    wire_bytes: int = _column("bytes exchanged so far (encoded payloads; 0 in one process)")
+    train_loss: float = _column("the epoch's sample-weighted mean training loss")
+    test_loss: float = _column("cross-entropy on the test split")
+    test_acc: float = _column("accuracy on the test split")
+    kept_frac: float = _column("the share of the training set the epoch visited", 1.0)
 
 
 RECORD_FILES: dict[type, str] = {

@@ -19,9 +19,9 @@ def test_quick_defaults_bench_writes_every_arm(tmp_path, capsys):
     assert table["exceeded_frac"].between(0, 1).all() and table["backprop_frac"].between(0, 1).all()
 
 
-def test_the_readme_states_the_settings_the_studies_ran_on():
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    section = readme.split("## Choosing ADASS's defaults")[1].split("\n## ")[0]
+def test_the_docs_state_the_settings_the_studies_ran_on():
+    page = (Path(__file__).parents[3] / "docs" / "concepts" / "adass.md").read_text()
+    section = page.split("## Choosing ADASS's defaults")[1].split("\n## ")[0]
     for options in adass_defaults.SETTINGS.values():
         assert options["data"] in section and f"lr {options['lr']}" in section
         assert f"{options['epochs']} epochs" in section

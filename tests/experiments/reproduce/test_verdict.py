@@ -160,3 +160,27 @@ def test_the_full_plan_runs_the_grids_on_both_data_sets():
     assert list(FULL.grids) == ["mnist5k", "synthetic-hard"]
     assert FULL.grids["synthetic-hard"]["data"].startswith("synthetic:n=6000")
     assert len(QUICK.grids) == len(TINY.grids) == 1
+
+
+def test_brief_counts_the_passing_arms_of_each_group_instead_of_listing_them():
+    from adass.experiments.reproduce.verdict import Check, brief
+
+    checks = [Check(f"ratio {r}, {arm}", goal, passed, "")
+              for r, arms in (("0.1", {"ef": True, "mc": True, "dmc": False}), ("0.01", {"ef": False, "dmc": True}))
+              for arm, passed in arms.items() for goal in ("accuracy", "wire bytes")]  # fmt: skip
+    assert brief(checks) == "holds only at ratio 0.1 (2 of 3 arms) and ratio 0.01 (1 of 2 arms)"
+    assert brief([Check("ratio 0.1, ef", "g", True, "")]) == "holds"
+    assert brief([Check("P=2", "g", True, ""), Check("P=4", "g", False, "")]) == "holds only when P=2"
+
+
+def test_the_report_summary_has_one_short_row_per_claim_and_data_set():
+    from adass.experiments.reproduce.report import _summary
+    from adass.experiments.reproduce.section import Section
+    from adass.experiments.reproduce.verdict import Check
+
+    arms = [f"ratio 0.1, arm{k}" for k in range(15)]
+    section = Section("sparsify", "RS-ADASS keeps accuracy",
+                      checks=[Check(when, "g", k < 12, "", data) for data in ("a", "b") for k, when in enumerate(arms)])  # fmt: skip
+    rows = [line for line in _summary([section]) if line.startswith("| 1.") or line.startswith("|  |")]
+    assert rows == ["| 1. RS-ADASS keeps accuracy | a | holds only at ratio 0.1 (12 of 15 arms) |",
+                    "|  | b | holds only at ratio 0.1 (12 of 15 arms) |"]  # fmt: skip

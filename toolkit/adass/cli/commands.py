@@ -15,6 +15,7 @@ from ..data import DataError, load_dataset, shift_warning, standardization_recor
 from ..devices import check_device
 from ..engine import RunStore, check_resume, checkpoint_location, has_checkpoint
 from ..experiments.compare import compare
+from ..experiments.reading import reading
 from ..locations import Location
 from ..metrics import EvalRecord, ParquetSink
 from ..registry import SpecError
@@ -214,6 +215,11 @@ def run_compare(
         for bar in bars:
             bar.close()
     print(markdown_table(table))
+    lines = reading(table)
+    if lines:
+        print("\n" + "\n".join(lines))
+        with open(out / "compare.md", "a") as md:  # the table's own file keeps its reading
+            md.write("\n" + "\n".join(lines) + "\n")
     print(f"table: {out / 'compare.csv'}; runs: {out / 'runs'}/")
     return 0
 

@@ -8,7 +8,7 @@ multiplies by ``n/k``, which makes the estimate unbiased (each coordinate is kep
 ``k/n``). With ``block=B`` the coordinates come in runs of ``B`` neighbours (``sampling.block_sample``):
 still each kept with probability ``k/n``, but about ``B`` times fewer random draws, and gathers and
 scatters that copy runs instead of single values. That saves CPU on large chunks; on a small model
-runs cost accuracy at small shares (README, RS-ADASS).
+runs cost accuracy at small shares (docs/concepts/rs-adass.md).
 
 Wire layout: ``values`` float32 ``(k,)``. Header (12 bytes): numel, step and chunk as uint32; the
 receiver re-derives the indices from them and the run seed, which every worker knows. Inside a

@@ -32,7 +32,7 @@ from ..sampling.random_subset import schedule_text
 from ..tables import markdown_table
 
 __all__ = ["BUDGET_MATCHED", "COMPARE_COLUMNS", "DISTRIBUTED_COLUMNS", "SCHEDULE_MATCHED", "Variant", "compare",
-           "compare_runs", "controls", "run_one", "summarise", "warm_up"]  # fmt: skip
+           "compare_runs", "controls", "run_one", "summarise", "warm_kernels", "warm_up"]  # fmt: skip
 
 COMPARE_COLUMNS = ["sampler", "seeds", "test_acc", "test_acc_std", "backprop_frac", "forward_frac", "wall_ratio",
                    "wall_ratio_iqr"]  # fmt: skip
@@ -128,11 +128,52 @@ def controls(
             (BUDGET_MATCHED + suffix, config.replace(sampler="full", epochs=epochs))]  # fmt: skip
 
 
+_LOCAL_ONLY = {"workers": 0, "link": "", "straggler": "", "scheduler": "", "tls_ca": "", "tls_cert": "",
+               "tls_key": "", "dask_dashboard": False}  # fmt: skip
+#: the data and model of a kernel warm-up: tiny, since numba compiles for the types, not the sizes
+_WARM_DATA, _WARM_MODEL = "synthetic:n=256,d=16,classes=4", "mlp:hidden=32"
+
+
 def warm_up(config: RunConfig, dataset: Dataset) -> None:
     """An untimed epoch: the first run of a process pays torch's lazy initialisation."""
-    run(config.replace(epochs=1, sampler="full", workers=0, replicas=0, codec="fp32", link="", straggler="",
-                       scheduler="", tls_ca="", tls_cert="", tls_key="", dask_dashboard=False),
+    run(config.replace(epochs=1, sampler="full", replicas=0, codec="fp32", memory="none", **_LOCAL_ONLY),
         dataset=dataset, selection_records=False)  # fmt: skip
+
+
+def warm_kernels(configs: Sequence[RunConfig]) -> int:
+    """Compile (or load from numba's cache) the codec kernels every config's exchange will call.
+
+    Each distinct exchange, codec and memory runs one untimed epoch on as many virtual replicas of
+    this process as the run has, over tiny data: every fused loop the real run takes is compiled here
+    and cached on disk, so no timed run pays for it (numba compiles for the types, not the sizes).
+
+    Returns
+    -------
+    int
+        How many warm-up runs it made (0 where nothing is encoded).
+    """
+    seen = set()
+    for config in configs:
+        key = (config.exchange.exchange, config.codec.codec, config.codec.memory)
+        if key in seen or (key[1] == "fp32" and key[2] == "none"):
+            continue
+        seen.add(key)
+        tiny = config.replace(data=_WARM_DATA, model=_WARM_MODEL, epochs=1, sampler="full",
+                              replicas=config.world, batch_size=32, device="cpu", **_LOCAL_ONLY)  # fmt: skip
+        run(tiny, selection_records=False)
+    return len(seen)
+
+
+def _warm_cluster(handle: object, configs: Sequence[RunConfig]) -> None:
+    """:func:`warm_kernels` here (which writes numba's cache), then on every worker of ``handle``
+    (which loads it): each Dask worker is a process of its own, with its own compiled functions."""
+    if warm_kernels(configs):
+        flats = [c.flat() for c in configs]
+        handle.client.run(_warm_from_flat, flats)  # type: ignore[attr-defined]
+
+
+def _warm_from_flat(flats: list[dict]) -> None:
+    warm_kernels([RunConfig.from_flat(**flat) for flat in flats])
 
 
 def variants(
@@ -194,6 +235,11 @@ def compare_runs(
     with _cluster(base, arms) as handle:
         if handle is not None and on_cluster is not None:
             on_cluster(handle)
+        configs = [arm.apply(base, base.optim.seed) for arm in arms]
+        if handle is not None:
+            _warm_cluster(handle, configs)
+        else:
+            warm_kernels(configs)
         for k in range(seeds):
             seed = base.optim.seed + k
             dataset = load_dataset(base.data.data, seed=seed)

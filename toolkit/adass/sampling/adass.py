@@ -21,7 +21,7 @@ from .base import SAMPLERS, SamplerBase, Selection, shuffled
 
 __all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least"]
 
-#: ``lipschitz=auto`` by kind of model; chosen by measurement (README, "Choosing ADASS's defaults")
+#: ``lipschitz=auto`` by kind of model; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
 AUTO_LIPSCHITZ = {"linear": "exact", "deep": "empirical"}
 
 _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations

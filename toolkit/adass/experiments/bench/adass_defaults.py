@@ -24,7 +24,7 @@ from . import write_report
 
 __all__ = ["LIPSCHITZ", "QUANTILES", "SETTINGS", "run", "run_one"]
 
-#: name -> run options of the two studies (the README's tables were measured with these)
+#: name -> run options of the two studies (the tables of docs/concepts/adass.md were measured with these)
 SETTINGS: dict[str, dict] = {
     "mnist5k": {"data": "mnist5k", "model": "mlp:hidden=128", "lr": 0.05, "epochs": 30},
     "synthetic-hard": {

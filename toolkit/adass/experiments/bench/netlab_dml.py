@@ -73,7 +73,7 @@ RING, PS = "ring", "ps:servers=1"
 # carry about a fifth more bytes (1.82 against 1.51 MB a step per rank for the 1M-parameter MLP at
 # P = 4), which a link-bound step pays in full
 QSGD_RING, QSGD_SHARED = "ring:strategy=requantize", "ring:strategy=shared_scale"
-# RS-ADASS: unscaled random-k under delay-aware momentum correction (README, RS-ADASS) at three kept
+# RS-ADASS: unscaled random-k under delay-aware momentum correction (docs/concepts/rs-adass.md) at three kept
 # shares, then the shared-state choice (``sharedk``: the coordinates the ranks' common history ranks
 # highest, plus a seeded random rest) under plain and delay-aware momentum correction; no ratio warm-up,
 # since the suite trains one epoch and a one-epoch warm-up would spend all of it at R**0.5. Where the

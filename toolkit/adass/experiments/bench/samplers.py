@@ -13,8 +13,8 @@ and the budget-matched full arm both came within 0.2 points of full, and ADASS b
 bad. The synthetic set is built as real data are: classes of several tight clusters (many easy,
 redundant samples) and a minority between clusters of different classes. A mixture of one unit
 Gaussian per class is learned within a few epochs, its remaining errors left to samples no
-classifier can read, so no sample there carries information the others lack. The README's
-benchmark section gives the learning curves.
+classifier can read, so no sample there carries information the others lack. The benchmark
+results (docs/results/benchmarks.md) give the learning curves.
 
 A third part checks standardization: an off-centre vector data set (40 features, 10 classes, values
 in [0, 1] with mean 0.55 and standard deviation 0.10, written as IDX files) trained with ``--data``

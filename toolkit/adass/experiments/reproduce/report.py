@@ -59,8 +59,12 @@ def environment(
 
 
 def _summary(sections: Sequence[Section]) -> list[str]:
-    lines = ["| claim | verdict |", "|:--|:--|"]
-    lines += [f"| {i}. {s.claim} | {s.verdict} |" for i, s in enumerate(sections, 1)]
+    """One row per claim and data set, each verdict in a few words (the sections list the arms)."""
+    lines = ["| claim | data set | verdict |", "|:--|:--|:--|"]
+    for i, section in enumerate(sections, 1):
+        for k, (setting, text) in enumerate(section.briefs().items()):
+            claim = f"{i}. {section.claim}" if k == 0 else ""
+            lines.append(f"| {claim} | {setting or 'all'} | {text} |")
     return [*lines, ""]
 
 

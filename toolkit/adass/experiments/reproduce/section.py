@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ...tables import markdown_table
-from .verdict import Check, checks_table, verdicts
+from .verdict import Check, brief, checks_table, verdicts
 
 __all__ = ["Section"]
 
@@ -52,6 +52,14 @@ class Section:
         if len(by_setting) == 1:
             return next(iter(by_setting.values()))
         return "; ".join(f"{setting}: {text}" for setting, text in by_setting.items())
+
+    def briefs(self) -> dict[str, str]:
+        """The verdict of each data set in a few words (:func:`~.verdict.brief`); ``""`` keys the
+        claim's only one."""
+        groups: dict[str, list[Check]] = {}
+        for check in self.checks:
+            groups.setdefault(check.setting, []).append(check)
+        return {setting: brief(group) for setting, group in groups.items()} or {"": brief([])}
 
     def markdown(self, number: int) -> list[str]:
         """The section as report lines, ending with its goals and the one-line verdict."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["Check", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict", "verdicts"]
+__all__ = ["Check", "brief", "checks_table", "deficit_pts", "mean_se", "plus_minus", "verdict", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,32 @@ def verdict(checks: Sequence[Check]) -> str:
     if not passing:
         return "does not hold"
     return "holds only when " + "; ".join(passing)
+
+
+def brief(checks: Sequence[Check]) -> str:
+    """The verdict of :func:`verdict` in a few words, for the report's summary table.
+
+    Settings named ``GROUP, ARM`` (``ratio 0.1, dmc``) are counted per group instead of listed: a
+    summary cell that names fifteen arms is read by nobody; the claim's own section lists them.
+
+    Examples
+    --------
+    >>> brief([Check("ratio 0.1, ef", "g", True, ""), Check("ratio 0.1, mc", "g", False, ""),
+    ...        Check("ratio 0.01, ef", "g", False, "")])
+    'holds only at ratio 0.1 (1 of 2 arms)'
+    >>> brief([Check("P=2", "ring faster", True, ""), Check("P=4", "ring faster", False, "")])
+    'holds only when P=2'
+    """
+    text = verdict(checks)
+    whens = list(dict.fromkeys(c.when for c in checks))
+    if not text.startswith("holds only when") or not all(", " in w for w in whens):
+        return text
+    passing = set(text.removeprefix("holds only when ").split("; "))
+    groups: dict[str, list[bool]] = {}
+    for when in whens:
+        groups.setdefault(when.split(", ")[0], []).append(when in passing)
+    parts = [f"{group} ({sum(ok)} of {len(ok)} arms)" for group, ok in groups.items() if any(ok)]
+    return "holds only at " + " and ".join(parts)
 
 
 def verdicts(checks: Sequence[Check]) -> dict[str, str]:

@@ -12,7 +12,7 @@ gloo's own TCP pairs carry no authentication (torch's gloo has no TLS transport)
 is done right after they connect: every rank sends every peer a tag made from a secret the client
 drew for this run and handed out over Dask (:func:`prove_peers`); a pair that does not lead to a rank
 of this run (a stranger who took a rank's place while the pairs connected) fails the run in one line.
-The gradients themselves then travel unencrypted (see the README's "Security").
+The gradients themselves then travel unencrypted (see docs/howto/dask-cluster.md, "Security").
 """
 
 from __future__ import annotations
