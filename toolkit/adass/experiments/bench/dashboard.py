@@ -90,6 +90,13 @@ def _stop(proc: subprocess.Popen) -> None:
             child.kill()
 
 
+def _machine_cpu_s() -> float:
+    """CPU seconds all cores spent busy since boot (every process)."""
+    times = psutil.cpu_times()
+    return float(times.user + times.system + getattr(times, "nice", 0.0) + getattr(times, "irq", 0.0)
+                 + getattr(times, "softirq", 0.0))  # fmt: skip
+
+
 def _cpu_s(proc: subprocess.Popen) -> float:
     times = psutil.Process(proc.pid).cpu_times()
     return float(times.user + times.system)
@@ -110,15 +117,33 @@ async def _visit(browser, url: str, timeout_s: float) -> float:
         await context.close()
 
 
-async def _crowd(url: str, visitors: int, timeout_s: float) -> list[float]:
+def _browser_cpu_s() -> float:
+    """CPU seconds of the Chromium processes this process started, with those already ended (a closed
+    tab's renderer is counted by the browser process that reaped it)."""
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" not in proc.name():
+                continue
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+async def _crowd(url: str, visitors: int, timeout_s: float) -> tuple[list[float], float]:
+    """Seconds to a rendered page for one visitor, then for ``visitors`` at once; and the browser's CPU
+    seconds for the crowd."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             alone = await _visit(browser, url, timeout_s)  # one page first (the server's first-page costs)
+            before = _browser_cpu_s()
             crowd = await asyncio.gather(*(_visit(browser, url, timeout_s) for _ in range(visitors)))
-            return [alone, *crowd]
+            return [alone, *crowd], _browser_cpu_s() - before
         finally:
             await browser.close()
 
@@ -140,14 +165,17 @@ async def _first_point(url: str, options: dict[str, str], timeout_s: float) -> f
             await asyncio.sleep(0.5)  # the values reach the server
             start = time.perf_counter()
             await page.locator(".adass-start button").click()
+            elapsed = float("inf")
             while time.perf_counter() - start < timeout_s:
                 if await page.evaluate(POINTS_JS, "adass-test_acc") > 0:
                     elapsed = time.perf_counter() - start
-                    await page.locator(".adass-stop button").click()
-                    await page.locator(".adass-start button:not([disabled])").wait_for(timeout=120_000)
-                    return elapsed
+                    break
                 await asyncio.sleep(0.05)
-            return float("inf")
+            # stopped either way, and ended before the next measure opens its page (a page that opens
+            # while a run goes on shows that run, its boxes locked)
+            await page.locator(".adass-stop button").click()
+            await page.locator(".adass-start button:not([disabled])").wait_for(timeout=300_000)
+            return elapsed
         finally:
             await browser.close()
 
@@ -170,20 +198,22 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     with tempfile.TemporaryDirectory(prefix="adass-bench-dashboard-") as tmp:
         proc, url = _serve(Path(tmp))
         try:
-            before = _cpu_s(proc)
             start = time.perf_counter()
-            alone, *times = asyncio.run(_crowd(url, visitors, timeout_s=300))
+            server_before, machine_before = _cpu_s(proc), _machine_cpu_s()
+            (alone, *times), browser_cpu = asyncio.run(_crowd(url, visitors, timeout_s=300))
             wall = time.perf_counter() - start
-            server_cpu = _cpu_s(proc) - before
+            server_cpu = _cpu_s(proc) - server_before
+            machine_cpu = _machine_cpu_s() - machine_before
             done = sorted(t for t in times if t != float("inf"))
             rows.append({"measure": "one visitor alone: seconds to a rendered page", "median": alone, "p90": alone,
                          "max": alone, "rendered": "1/1" if alone != float("inf") else "0/1",
-                         "server_cpu_s_per_page": None, "wall_s": alone})  # fmt: skip
+                         "server_cpu_s_per_page": None, "browser_cpu_s_per_page": None, "wall_s": alone})  # fmt: skip
             rows.append({
                 "measure": f"{visitors} visitors at once: seconds to a rendered page",
                 "median": statistics.median(times), "p90": sorted(times)[int(0.9 * (len(times) - 1))],
                 "max": max(times), "rendered": f"{len(done)}/{visitors}",
-                "server_cpu_s_per_page": server_cpu / (visitors + 1), "wall_s": wall,
+                "server_cpu_s_per_page": server_cpu / (visitors + 1),
+                "browser_cpu_s_per_page": browser_cpu / visitors, "wall_s": wall,
             })  # fmt: skip
             # long runs, stopped at their first point (the page's defaults otherwise)
             for label, options in (("in this process", {"epochs": "500"}),
@@ -191,13 +221,22 @@ def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
                 first = asyncio.run(_first_point(url, options, timeout_s=120))
                 rows.append({"measure": f"Start to first accuracy point, page defaults, {label}",
                              "median": first, "p90": first, "max": first, "rendered": "", "server_cpu_s_per_page": None,
-                             "wall_s": first})  # fmt: skip
+                             "browser_cpu_s_per_page": None, "wall_s": first})  # fmt: skip
         finally:
             _stop(proc)
     table = pd.DataFrame(rows)
     machine = (f"{os.cpu_count()} cores, load average {load_before[0]:.2f} (1 min) before the run; "
                "browser and server on the same cores, loopback")  # fmt: skip
+    # what the crowd cost the machine: the server, the browser, and everything else that ran meanwhile
+    cores = os.cpu_count() or 1
+    others = max(0.0, machine_cpu - server_cpu - browser_cpu)
+    reading = (f"During the {visitors} visits ({wall:.1f} s, {cores * wall:.0f} core-seconds): the server "
+               f"used {server_cpu:.1f} CPU seconds, the browser {browser_cpu:.1f}, other processes "
+               f"{others:.1f}. One server process builds the pages one after another: at "
+               f"{server_cpu / (visitors + 1):.2f} s a page, {visitors} pages take it "
+               f"{server_cpu:.1f} s however many cores the machine has, so the median page can be drawn "
+               f"no sooner than about {server_cpu / 2:.1f} s after the crowd arrives.")  # fmt: skip
     lines = ["# adass bench dashboard", "", f"Machine: {machine}.", "",
-             markdown_table(table, digits=2)]  # fmt: skip
+             markdown_table(table, digits=2), "", reading]  # fmt: skip
     write_report(out_dir, "dashboard", lines, {"dashboard": table})
     return table

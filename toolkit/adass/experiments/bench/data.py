@@ -1,7 +1,7 @@
 """``adass bench data``: a data set larger than one Dask worker may hold, trained on four workers under
 Dask's per-worker memory limit, each replica reading only its shard of an ``.npy`` file.
 
-The suite writes a float32 ``.npy`` data set (512 MB of training rows; 64 MB with ``--quick``) into a
+The suite writes a float32 ``.npy`` data set (2 GB of training rows; 64 MB with ``--quick``) into a
 temporary folder, then:
 
 1. On a cluster of four fresh workers without a limit, a run on a tiny data set of the same width
@@ -101,7 +101,7 @@ def measure(folder: Path, memory_limit: int = 0) -> tuple[list[dict], float, int
 
 def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
     """Run the suite, print its table and write ``data.md`` and ``data.csv``; return the table."""
-    n_train = 64 * 1024 if quick else 512 * 1024
+    n_train = 64 * 1024 if quick else 2048 * 1024
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="adass-bench-data-") as tmp:
         tiny, big = Path(tmp) / "tiny", Path(tmp) / "big"
