@@ -243,15 +243,19 @@ def test_a_run_outlives_its_page_and_a_page_that_opens_shows_and_stops_it():
     assert "stopped" in next(iter(second.runs_shown.options))
 
 
-def test_a_page_that_loses_its_connection_stops_polling_at_once():
+def test_a_page_polls_fast_only_while_it_shows_a_run_and_stops_when_its_connection_is_lost():
     from bokeh.document import Document
     from bokeh.events import ConnectionLost
     from panel.io.state import set_curdoc
 
-    dashboard = Dashboard()
+    dashboard = Dashboard(defaults={**TINY, "epochs": 10_000}, poll_ms=300, idle_ms=1000)
     doc = Document()
     with set_curdoc(doc):
         dashboard.attach()
-        assert dashboard._callback is not None
+        assert dashboard._callback.period == 1000  # nothing to show: it polls for a run list only
+        dashboard.start()
+        assert dashboard._callback.period == 300  # a run in progress: its records come three times a second
         doc.callbacks.trigger_event(ConnectionLost())  # what the server does when the tab's socket closes
     assert dashboard._callback is None
+    dashboard.stop()
+    poll_until_idle(dashboard)

@@ -58,7 +58,10 @@ class Dashboard:
     defaults : dict, optional
         Further flat option defaults for the controls.
     poll_ms : int
-        Period of the callback that moves records onto the page.
+        Period of the callback that moves records onto the page while it shows a run in progress.
+    idle_ms : int
+        Its period otherwise (a run started from another page shows in the run list within it): an
+        idle page's polls cost the server little, but twenty of them three times a second add up.
     heavy_ms : int
         Least time between redraws of the views whose source is :attr:`Refresh.THROTTLED`.
     views : sequence of View
@@ -71,12 +74,12 @@ class Dashboard:
     """
 
     def __init__(self, runs_dir: str | Path | None = None, scheduler: str = "",
-                 defaults: dict[str, Any] | None = None, poll_ms: int = 300, heavy_ms: int = 700,
+                 defaults: dict[str, Any] | None = None, poll_ms: int = 300, idle_ms: int = 1000, heavy_ms: int = 700,
                  views: Sequence[View] = VIEWS, policy: RunPolicy | None = None,
                  board: RunBoard | None = None) -> None:  # fmt: skip
         self.runs_dir = None if runs_dir is None else Path(runs_dir)
         self.policy = policy if policy is not None else RunPolicy()
-        self.poll_ms, self.heavy_ms = poll_ms, heavy_ms
+        self.poll_ms, self.idle_ms, self.heavy_ms = poll_ms, idle_ms, heavy_ms
         self.table = tuple(views)
         self.sources = tuple(dict.fromkeys(view.source for view in self.table))  # each once, in table order
         self.controls = ConfigControls(
@@ -320,6 +323,12 @@ class Dashboard:
         self.start_button.disabled = running
         self.stop_button.disabled = not running
         self.controls.set_disabled(running)
+        if self._callback is not None:
+            self._callback.period = self._period()
+
+    def _period(self) -> int:
+        """Milliseconds between polls: ``poll_ms`` while the page shows a run going on, else ``idle_ms``."""
+        return self.idle_ms if self.stop_button.disabled else self.poll_ms
 
     def _show_error(self, text: str) -> None:
         log.error("dashboard: %s", text)
@@ -328,7 +337,7 @@ class Dashboard:
     # -- page --------------------------------------------------------------------------------
     def attach(self) -> None:
         """Start polling in the current document; a closed page stops polling, its run goes on."""
-        self._callback = pn.state.add_periodic_callback(self.poll, period=self.poll_ms)
+        self._callback = pn.state.add_periodic_callback(self.poll, period=self._period())
         if pn.state.curdoc is not None:  # served: this page's session only
             # a closed or reloaded tab drops its connection: stop drawing for it then, not when its
             # session is discarded minutes later
