@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
 
 from adass.config import RunConfig
+
+# A shell that starts the suite in the background (``make test &`` in a script) ignores SIGINT for it,
+# and every command a test starts inherits the ignored signal: the tests that press Ctrl-C on a command
+# would see it carry on. The suite takes Ctrl-C as a terminal gives it, wherever it was started from.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TINY_DATA = "synthetic:n=240,d=6,classes=3,noise=0.0,hard=0.2,test=60"
 

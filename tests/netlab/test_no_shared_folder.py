@@ -1,10 +1,9 @@
 """A run on lab hosts that share no folder: data served over HTTP from a host of its own, checkpoints
 written by the client, and a worker killed mid-run survived.
 
-Each lab worker runs in an empty ``/tmp`` of its own (``start_cluster(private_tmp=True)``), so neither
-the data file nor the client's ``--out`` (both under this machine's ``/tmp``) is on the workers'
-hosts. The replicas read their shards from the web server (``--data-to-workers read``: reading is the
-only way they get data), and ``--checkpoint-writer auto`` finds that they cannot see ``--out``, so the
+The test's folder is empty for every lab worker (``start_cluster(hide=[folder])``), so neither the
+data file nor the client's ``--out`` (both in it) is on the workers' hosts. The replicas read their
+shards from the web server (``--data-to-workers read``: reading is the only way they get data), and ``--checkpoint-writer auto`` finds that they cannot see ``--out``, so the
 client writes every replica's file. The run ends with the loopback run's parameters; one that loses a
 worker (a lab worker has no nanny: it is gone for good) goes on from its last checkpoint on the three
 left and keeps its accuracy.
@@ -61,18 +60,15 @@ def _pointer_epoch(run: Path) -> int:
 
 @pytest.fixture(scope="module")
 def lab_run():
-    """The lab (workers in private /tmp folders, a web server on the data host) and its uninterrupted run.
-
-    Everything lives in a fresh folder under /tmp, the folder the workers' own /tmp hides, wherever
-    pytest keeps its temporary files.
-    """
-    root = Path(tempfile.mkdtemp(prefix="adass-lab-", dir="/tmp"))
+    """The lab (the test's folder hidden from its workers, a web server on the data host) and its
+    uninterrupted run."""
+    root = Path(tempfile.mkdtemp(prefix="adass-lab-"))
     try:
         data = root / "data"
         data.mkdir()
         _write_npy(data)
         with lab(root / "state", hosts=HOSTS, rate="1gbit") as state:
-            address = start_cluster(state, workers=4, timeout_s=180, private_tmp=True)
+            address = start_cluster(state, workers=4, timeout_s=180, hide=[root])
             with web_server(state, DATA_HOST, data, root / "web.log") as url:
                 client = ["ip", "netns", "exec", state.hosts[0].netns, sys.executable, "-m", "adass.cli", "train",
                           *RUN, "--data", f"npy:{url}", "--data-to-workers", "read", "--scheduler", address]  # fmt: skip
@@ -87,7 +83,7 @@ def lab_run():
 def test_workers_read_their_shards_over_http_and_the_client_writes_checkpoints_as_loopback_ends(lab_run):
     state, root, _ = lab_run
     workers = [p for p in state.processes if p.role == "worker"]
-    for entry in workers:  # the lab's workers really do not see this machine's /tmp
+    for entry in workers:  # the lab's workers really do not see the test's folder
         assert not Path(f"/proc/{entry.pid}/root{root / 'data' / 'x_train.npy'}").exists(), entry.host
         assert not Path(f"/proc/{entry.pid}/root{root / 'lab'}").exists(), entry.host
     asked = [line.split() for line in (root / "web.log").read_text().splitlines() if "x_train.npy" in line]

@@ -197,12 +197,14 @@ def test_a_run_started_from_the_page_fills_the_live_views(browser, dashboard, tm
     _open_card(page, "more cluster options")  # its boxes are sent when it is first opened
     page.locator(".adass-opt-dask_dashboard input").check()  # Dask's own dashboard is served only when asked
     page.locator(".adass-start button").click()
+    # a link while the run's cluster lives (read at once: a short run may end between two looks)
+    hrefs = lambda: page.locator(".adass-dask-link a").evaluate_all("links => links.map(a => a.href)")  # noqa: E731
+    (href,) = _wait_for(hrefs, 60, "the Dask link", dashboard)
+    assert href.startswith("http://127.0.0.1:")
     points = lambda name: page.evaluate(POINTS_JS, name)  # noqa: E731
     # accuracy gains a point per epoch; the heatmap starts with one blank cell
     _wait_for(lambda: points("adass-test_acc") > 0 and points("adass-traffic") > 1, 150,
               "accuracy and traffic points", dashboard)  # fmt: skip
-    _wait_for(lambda: page.locator(".adass-dask-link a").count(), 60, "the Dask link", dashboard)
-    assert page.locator(".adass-dask-link a").get_attribute("href").startswith("http://127.0.0.1:")
     _wait_for(lambda: page.locator(".adass-status").get_by_text("finished").count(), 120, "the run to finish",
               dashboard)  # fmt: skip
     _wait_for(
@@ -321,7 +323,8 @@ def test_a_run_of_fast_epochs_outlives_its_page_and_stops_when_asked(browser, da
     assert not _saved_epochs(dashboard.runs)  # nothing was stopped and saved
     page = browser.new_page(viewport={"width": 1700, "height": 1300})
     page.goto(dashboard.url)  # a page that opens shows the run in progress, from its first epoch
-    page.locator(".adass-stop button:not([disabled])").wait_for(timeout=60_000)
+    _wait_for(lambda: page.locator(".adass-stop button:not([disabled])").count(), 120,
+              "the run in progress on the reopened page", dashboard)  # fmt: skip
     _wait_for(lambda: points("adass-test_acc") > 20, 60, "the replayed epochs", dashboard)
     assert "running" in page.locator(".adass-runs select").inner_text()
     page.locator(".adass-stop button").click()  # any page stops the run, not only the one that started it

@@ -98,7 +98,7 @@ def _cluster(args: argparse.Namespace) -> int:
     state = _lab(args)
     workers = args.workers or len(state.hosts)
     try:
-        address = start_cluster(state, workers, args.scheduler_host, args.timeout_s, args.private_tmp)
+        address = start_cluster(state, workers, args.scheduler_host, args.timeout_s, args.hide)
     except BaseException:
         stop_processes(state)
         state.save()
@@ -178,8 +178,8 @@ def add_netlab_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     cluster.add_argument(
         "--timeout-s", type=float, default=60.0, metavar="S", help="wait for readiness; default 60"
     )
-    cluster.add_argument("--private-tmp", action="store_true",
-                         help="each worker in an empty /tmp of its own, as on hosts that share no folder")  # fmt: skip
+    cluster.add_argument("--hide", action="append", default=[], metavar="DIR",
+                         help="a folder the workers see empty, as on hosts that share no folder (repeatable)")  # fmt: skip
     run = add("run", "run a command inside one lab host's namespace (its exit status is the result)")
     run.add_argument("--host", type=int, default=0, metavar="I", help="which host; default 0")
     run.add_argument(

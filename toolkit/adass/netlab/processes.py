@@ -7,19 +7,22 @@ processes keep freed memory for reuse as the embedded cluster's do (``adass.allo
 start time and command line are recorded with its PID, and ``down`` signals only a process that still
 matches them (:mod:`adass.netlab.identity`).
 
-Lab hosts share this machine's file system. With ``private_tmp`` each worker gets a ``/tmp`` of its own
-(an empty tmpfs mounted in the mount namespace that ``ip netns exec`` gives it, gone when the worker
-exits) and works in it, so a folder under ``/tmp`` (a client's ``--out``, a data file) is not on the
-workers' "hosts", as on a cluster whose machines share no folder.
+Lab hosts share this machine's file system. Folders given as ``hide`` are empty for every worker (an
+empty tmpfs mounted over each, in the mount namespace that ``ip netns exec`` gives the worker, gone
+when it exits), so a client's ``--out`` or a data file in them is not on the workers' "hosts", as on a
+cluster whose machines share no folder. Only those folders are covered, so the Python environment
+the workers run from stays visible wherever it lives.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..allocator import ENVIRON, wanted
@@ -28,13 +31,17 @@ from .private import open_log, read_file
 from .state import LabState, Process
 from .system import LabError, warn
 
-__all__ = ["PRIVATE_TMP", "SCHEDULER_PORT", "signal_process", "start_cluster", "stop_processes"]
+__all__ = ["SCHEDULER_PORT", "hiding", "signal_process", "start_cluster", "stop_processes"]
 
 SCHEDULER_PORT = 8786
 _READY = {"scheduler": "Scheduler at:", "worker": "Registered to:"}
-#: run before a worker's command (``sh -c PRIVATE_TMP sh COMMAND...``): an empty /tmp of its own, its
-#: working directory; ``exec`` keeps the PID and start time, so the recorded process is the command
-PRIVATE_TMP = 'mount -t tmpfs -o mode=1777 adass-tmp /tmp && cd /tmp && exec "$@"'
+
+
+def hiding(folders: Sequence[str | Path], command: list[str]) -> list[str]:
+    """``command`` run with an empty tmpfs over each of ``folders`` (``sh -c 'mount ... && exec "$@"'``):
+    ``exec`` keeps the PID and start time, so the recorded process is the command itself."""
+    mounts = [f"mount -t tmpfs -o mode=0755 adass-hidden {shlex.quote(os.path.abspath(f))}" for f in folders]
+    return ["sh", "-c", " && ".join([*mounts, 'exec "$@"']), "sh", *command]
 
 
 def _in_netns(netns: str, command: list[str]) -> list[str]:
@@ -42,16 +49,12 @@ def _in_netns(netns: str, command: list[str]) -> list[str]:
 
 
 def _spawn(
-    state: LabState, role: str, host: int, argv: list[str], log: Path, private_tmp: bool = False
+    state: LabState, role: str, host: int, argv: list[str], log: Path, hide: Sequence[str | Path] = ()
 ) -> Process:
     command = [sys.executable, "-m", "dask", *argv]
-    launch = ["sh", "-c", PRIVATE_TMP, "sh", *command] if private_tmp else []
+    launch = hiding(hide, command) if hide else []
     # as in the embedded LocalCluster: no sampling profiler taking each worker's GIL 100 times a second
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
-    if "PYTHONPATH" in env:  # a relative entry would name another folder from the worker's own /tmp
-        env["PYTHONPATH"] = os.pathsep.join(
-            os.path.abspath(p) if p else p for p in env["PYTHONPATH"].split(os.pathsep)
-        )
     if wanted():  # glibc reads these at start: the workers reuse freed blocks instead of faulting in pages
         env.update(ENVIRON)
     out = open_log(log)
@@ -87,13 +90,16 @@ def _wait_ready(state: LabState, entries: list[Process], timeout_s: float) -> No
 
 
 def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeout_s: float = 60.0,
-                  private_tmp: bool = False) -> str:  # fmt: skip
+                  hide: Sequence[str | Path] = ()) -> str:  # fmt: skip
     """Start ``dask scheduler`` on one lab host and ``workers`` ``dask worker``s, worker i on host i mod N.
 
-    Workers run without a nanny and with one thread each, like the embedded LocalCluster's; with
-    ``private_tmp``, each in an empty ``/tmp`` of its own (see the module's docstring). Returns the
-    scheduler's address (``tcp://10.77.X.Y:8786``), also kept in the state file.
+    Workers run without a nanny and with one thread each, like the embedded LocalCluster's; the
+    folders of ``hide`` are empty for them (see the module's docstring). Returns the scheduler's
+    address (``tcp://10.77.X.Y:8786``), also kept in the state file.
     """
+    for folder in hide:
+        if not Path(folder).is_dir():
+            raise LabError(f"--hide: {folder} is not a folder; expected folders the workers should not see")
     if state.processes:
         raise LabError(f"lab {state.name} already runs a cluster at {state.scheduler}; run down and up again")
     if workers < 1:
@@ -113,7 +119,7 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
         started.append(_spawn(state, "worker", host.index, [
             "worker", address, "--host", host.address, "--name", f"w{i}", "--nthreads", "1", "--no-nanny",
             "--no-dashboard",
-        ], logs / f"worker{i}.log", private_tmp))  # fmt: skip
+        ], logs / f"worker{i}.log", hide))  # fmt: skip
     _wait_ready(state, started, timeout_s)
     return address
 
@@ -127,7 +133,7 @@ def _verdict(state: LabState, entry: Process, now: Seen | None) -> str:
     if now.zombie:  # ours, exited, not yet reaped
         return "gone"
     netns = state.hosts[entry.host].netns if 0 <= entry.host < len(state.hosts) else ""
-    # before ``ip netns exec`` (and ``sh``, under private_tmp) replace themselves with the command, the
+    # before ``ip netns exec`` (and ``sh``, for folders hidden) replace themselves with the command, the
     # process is still ``ip`` (or ``sh``)
     first = entry.launch or entry.command
     if not entry.command or list(now.command) not in (entry.command, entry.launch, _in_netns(netns, first)):
