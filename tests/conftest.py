@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,3 +48,31 @@ def _few_threads():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: the browser of the tests that open pages: Debian's chromium unless ``$ADASS_CHROMIUM`` names another
+CHROMIUM = Path(os.environ.get("ADASS_CHROMIUM", "/usr/bin/chromium"))
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser test cannot run in CI: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture
+def browser() -> Iterator:
+    """A headless Chromium through Playwright; without one a test skips, or fails under ``CI=true``."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed")
+    if not CHROMIUM.exists():
+        _unavailable(f"no browser at {CHROMIUM}")
+    with sync_playwright() as playwright:
+        try:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        except Exception as err:  # a browser that is there but does not start
+            _unavailable(f"{CHROMIUM} did not start: {err}")
+        yield chromium
+        chromium.close()

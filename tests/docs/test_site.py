@@ -111,29 +111,6 @@ def test_every_number_in_the_readme_has_its_source_in_the_site():
 # --- in a browser ----------------------------------------------------------------------------------
 
 
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"browser test cannot run in CI: {why}")
-    pytest.skip(why)
-
-
-@pytest.fixture
-def browser() -> Iterator:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed")
-    if not CHROMIUM.exists():
-        _unavailable(f"no browser at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        try:
-            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        except Exception as err:  # a browser that is there but does not start
-            _unavailable(f"{CHROMIUM} did not start: {err}")
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def served(site: Path) -> Iterator[str]:
     """The built site over HTTP on 127.0.0.1 (as a static host serves it)."""
