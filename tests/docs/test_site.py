@@ -25,7 +25,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-CHROMIUM = Path(os.environ.get("ADASS_CHROMIUM", "/usr/bin/chromium"))
 BUILD_TIMEOUT_S = 300
 
 pytest.importorskip("sphinx")

@@ -6,7 +6,6 @@ skipped, except with ``CI=true``, where a missing browser fails it.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -19,7 +18,6 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-CHROMIUM = Path(os.environ.get("ADASS_CHROMIUM", "/usr/bin/chromium"))  # Debian's chromium by default
 TINY = {
     "data": "synthetic:n=200,d=6,classes=3,test=50",
     "model": "mlp:hidden=8",
