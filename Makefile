@@ -33,9 +33,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check toolkit tests dashboards
 	$(BIN)/ruff format --check toolkit tests dashboards
 
-# the documentation site under docs/_build/html (Sphinx, PyData theme, MyST-NB). The tutorials show the
-# outputs they are stored with; EXECUTE=cache (or force) runs them again while building
-EXECUTE ?= off
+# the documentation site under docs/_build/html (Sphinx, PyData theme, MyST-NB). The tutorials run while
+# the site builds (about 7 minutes on two cores the first time, cached under docs/_build after that);
+# EXECUTE=force runs them again, EXECUTE=off shows the outputs they are stored with
+EXECUTE ?= cache
 docs: $(STAMP)
 	ADASS_DOCS_EXECUTE=$(EXECUTE) $(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 	@echo "open docs/_build/html/index.html"

@@ -1,8 +1,8 @@
 """Sphinx configuration of the adass documentation (``make docs``; ``sphinx-build -W docs docs/_build/html``).
 
-The tutorials are copied from ``tutorials/`` with the outputs they are stored with, so a build needs
-no kernel; ``ADASS_DOCS_EXECUTE=cache|force`` makes MyST-NB run them again (``make docs`` passes
-``EXECUTE``). The command-line and record references are written from the option declarations and
+The tutorials are copied from ``tutorials/`` with the outputs they are stored with; with
+``ADASS_DOCS_EXECUTE=cache|force`` MyST-NB runs them while building (``make docs`` passes ``EXECUTE``,
+``cache`` unless told otherwise); unset, a build needs no kernel (the test suite's build). The command-line and record references are written from the option declarations and
 the record classes on every build (``_ext/adass_reference.py``), so they cannot fall out of step.
 """
 
