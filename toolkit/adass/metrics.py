@@ -44,18 +44,10 @@ def _column(doc: str, default: Any = MISSING) -> Any:
 
 @dataclass
 class StepRecord:
-    """One optimizer step of one replica (``steps.parquet``).
+    """One optimizer step of one replica (``steps.parquet``); each field's meaning is its ``_column`` doc.
 
-    ``epoch`` and ``step`` count from 0; ``step`` runs on across epochs. ``samples`` were
-    backpropagated in the local batch and ``loss`` is their mean. Times are this replica's, in
-    the order the step runs them: ``compute_s`` forward and backward; ``encode_s`` codec work
-    before and between hops (encode, add, re-encode); ``comm_s`` the rest of the exchange's wall
-    time, which is not encode or decode: sending, receiving and waiting for peers (a fast replica
-    waits for the slowest one here), framing and copies; ``decode_s`` turning the final payloads
-    into the averaged gradient. A run in one process has no exchange: all three are 0.
-    ``staleness``: under an asynchronous parameter server (``ps:mode=async|ssp``), the most, over
-    server shards, that a shard's version had moved on between the parameters this gradient was
-    computed on and the update it was applied to (in updates); 0 in lock-step.
+    The times are this replica's, in the order the step runs them (compute, encode, comm, decode); a
+    run in one process has no exchange, so its encode, comm and decode seconds are 0.
     """
 
     run: str = _column("the run's label")
@@ -82,15 +74,8 @@ class StepRecord:
 
 @dataclass
 class TrafficRecord:
-    """One message delivered by the exchange (``traffic.parquet``).
-
-    ``phase`` is push, pull (parameter server), reduce_scatter, all_gather (ring) or scale (the
-    ring's shared-scale agreement); ``hop`` its hop within the phase; ``src`` and ``dst`` ranks (PS shards
-    are ranks after the replicas); ``chunk`` the gradient chunk. ``raw_bytes`` is what the values
-    would take in fp32, ``wire_bytes`` the encoded payload. ``seconds`` is measured: from the send
-    (or, without a stamp from the sender, the posted receive) to the delivery at ``dst``, queueing
-    behind earlier messages included. ``sim_seconds`` is modelled: what ``--link`` (latency plus
-    bytes over bandwidth) says the message takes, 0 without a link model.
+    """One message delivered by the exchange (``traffic.parquet``); each field's meaning is its
+    ``_column`` doc. ``seconds`` is measured, ``sim_seconds`` modelled by ``--link``.
     """
 
     run: str = _column("the run's label")
@@ -115,12 +100,8 @@ class TrafficRecord:
 
 @dataclass
 class SelectionRecord:
-    """One sample of one replica's shard in one epoch (``selection.parquet``).
-
-    ``sample_id`` is the sample's position in the training split; ``bound`` its score when the
-    epoch's selection was made (the ADASS gradient-norm bound, the last loss for other
-    policies; ``inf`` never visited, NaN unknown); ``kept`` whether the epoch visits it.
-    """
+    """One sample of one replica's shard in one epoch (``selection.parquet``); each field's meaning is
+    its ``_column`` doc."""
 
     run: str = _column("the run's label")
     epoch: int = _column("epoch, from 0")
@@ -134,14 +115,8 @@ class SelectionRecord:
 
 @dataclass
 class EvalRecord:
-    """The end of one epoch (``eval.parquet``), with the run's running totals.
-
-    ``train_s`` is training time so far, evaluation and set-up excluded (so policies compare
-    fairly); ``backprops`` and ``forwards`` count sample passes over all replicas; ``wire_bytes``
-    all bytes exchanged so far; ``train_loss`` the epoch's sample-weighted mean training loss;
-    ``test_loss`` and ``test_acc`` on the test split; ``kept_frac`` the share of the training set
-    the epoch visited.
-    """
+    """The end of one epoch (``eval.parquet``), with the run's running totals; each field's meaning is
+    its ``_column`` doc."""
 
     run: str = _column("the run's label")
     epoch: int = _column("the epoch just trained")
