@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import pickle
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import torch
 from tiny_files import arrays, write_idx, write_npy, write_parquet
 from web import serve
 
-from adass.data import Shard, load_dataset, read_shard, shard_indices
+from adass.data import DataError, FileRows, Shard, load_dataset, read_shard, shard_indices
 from adass.data.records import read_records, spans
 
 
@@ -99,3 +100,43 @@ def test_records_are_read_in_spans_and_come_back_in_the_order_asked():
     rows = np.array([49, 0, 1, 2, 30])
     assert np.array_equal(read_records(stream, 4, 4, rows), body[rows])
     assert spans(np.array([0, 1, 2, 30, 49]), 4, block_bytes=64, gap_bytes=8) == [(0, 3), (3, 4), (4, 5)]
+
+
+@pytest.mark.parametrize("name", ["npy", "npy-u8", "npy-http"])
+def test_rows_left_in_the_file_read_as_the_held_shard_holds_them(specs, name):
+    spec = specs[name] + ",standardize=on"
+    whole = load_dataset(spec, seed=0)
+    indices = shard_indices(whole.y_train, 3, "iid", seed=0)[2]
+    held = read_shard(spec, 0, indices, whole.n_train, whole.standardization)
+    kept = read_shard(spec, 0, indices, whole.n_train, whole.standardization, in_file=True)
+    assert kept.in_file and not held.in_file and isinstance(kept.x, FileRows)
+    assert kept.x.shape == held.x.shape and len(kept.x) == indices.numel()
+    assert kept.nbytes == held.nbytes - indices.numel() * (held.x[0].numel() * 4 - 8)  # row numbers, no rows
+    batch = torch.tensor([7, 0, 29, 7, 3])  # any order, repeats
+    assert torch.equal(kept.x[batch], held.x[batch])  # bit for bit: same bytes, same statistics
+    assert torch.equal(kept.x[4:19], held.x[4:19]) and torch.equal(kept.x[np.array([1, 2])], held.x[1:3])
+    assert torch.equal(torch.cat(list(kept.x.blocks(block_bytes=100))), held.x)
+    assert torch.equal(kept.x.take(batch)[1:3], held.x[batch[1:3]])
+    again = pickle.loads(pickle.dumps(kept.x))  # its open file does not travel; it opens its own
+    assert torch.equal(again[batch], held.x[batch])
+    kept.x.close()
+    assert torch.equal(kept.x[batch], held.x[batch])
+
+
+def test_rows_left_in_the_file_read_only_their_own_bytes_from_a_web_server(tmp_path):
+    data = arrays(n_train=2000, n_test=10, shape=(64,))
+    write_npy(tmp_path / "npy", data)
+    with serve(tmp_path) as (url, sent):
+        whole = load_dataset(f"npy:{url}/npy", seed=0)
+        rows = torch.tensor([0, 1100, 1999])
+        kept = read_shard(f"npy:{url}/npy", 0, rows, 2000, whole.standardization, in_file=True)
+        sent.clear()
+        assert torch.equal(kept.x[torch.tensor([2, 0])], whole.x_train[torch.tensor([1999, 0])])
+    # two rows of 256 bytes, one range request each (rows 0 and 1999 lie 500 KB apart)
+    assert sorted(size for _, size in sent) == [256, 256]
+
+
+def test_only_files_read_a_row_at_a_time_leave_rows_in_the_file(specs):
+    whole = load_dataset(specs["parquet"], seed=0)
+    with pytest.raises(DataError, match=r"parquet: its files are read whole.*formats that can: npy"):
+        read_shard(specs["parquet"], 0, torch.arange(5), whole.n_train, whole.standardization, in_file=True)

@@ -62,6 +62,14 @@ class DataSection(param.Parameterized):
         doc="how Dask replicas get their shard: read it from --data (a URL or a path on their machine), "
         "stream (the client sends each its rows), auto (read where the files are there, else stream)",
     )
+    train_rows = param.Selector(
+        objects=["auto", "memory", "file"],
+        default="auto",
+        doc="where a Dask replica that reads its shard keeps the training rows: memory (read once), file (read "
+        "each batch's rows from --data as it trains, for shards larger than a worker's memory; npy data only), "
+        "auto (file where the shard would take more than a quarter of the worker's memory limit and the "
+        "format allows it, else memory)",
+    )
 
 
 class ModelSection(param.Parameterized):
@@ -288,6 +296,7 @@ _DASK_ONLY = {
     "scheduler": "it places Dask workers",
     "bind": "it places Dask workers",
     "data_to_workers": "it says how Dask workers get their data",
+    "train_rows": "it says where Dask workers keep the data they read",
     "checkpoint_writer": "it says who writes Dask workers' checkpoints",
 }
 
@@ -379,6 +388,7 @@ class RunConfig:
                 wanted, why = (("--workers 1 or more", _DASK_ONLY[option]) if option in _DASK_ONLY
                                else ("--workers or --replicas", "a single process exchanges nothing"))  # fmt: skip
                 raise SpecError(f"{flag_for(option)}: {flat[option]!r} needs {wanted} ({why})")
+        self._check_train_rows()
         rank = parse_straggler(c.straggler).rank
         if rank is not None and self.backend != "local" and rank >= self.world:
             raise SpecError(f"--straggler: rank {rank} is not a replica of {count} {self.world}; "
@@ -394,6 +404,20 @@ class RunConfig:
                     raise SpecError(
                         f"{flag_for(option)}: needs --scheduler (the embedded cluster makes its own credentials)"
                     )
+
+    def _check_train_rows(self) -> None:
+        """Rows can stay in a file only where the replica reads its shard from one with fixed-size rows."""
+        d = self.data
+        if d.train_rows != "file":
+            return
+        if d.data_to_workers == "stream":
+            raise SpecError(
+                "--train-rows: 'file' needs --data-to-workers read or auto (streamed rows have no file)"
+            )
+        name = DATASETS.resolve(d.data)[0].name
+        if not DATASETS.keeps_in_file.get(name, False):
+            raise SpecError(f"--train-rows: 'file' is not allowed for --data {name}: its files are read whole; "
+                            f"allowed for {', '.join(DATASETS.in_file_names())}")  # fmt: skip
 
     @classmethod
     def from_dict(cls, nested: dict[str, dict[str, Any]]) -> RunConfig:

@@ -15,7 +15,9 @@ import torch
 from adass.config import RunConfig
 from adass.data import load_dataset, shard_indices
 from adass.locations import Location
+from adass.registry import SpecError
 from adass.runtime.cluster import connect, train_distributed
+from adass.runtime.cluster.feed import ShardOrder, keeps_in_file
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +90,51 @@ def test_workers_that_cannot_read_the_data_are_named_in_one_line(two_workers, da
     ) as err:
         train_distributed(_config(client_only, 1, data_to_workers="read"), handle=two_workers)
     assert "\n" not in str(err.value)
+
+
+def test_rows_left_in_the_file_train_as_rows_held_in_memory(two_workers, data):
+    on_disk, _ = data
+    held = train_distributed(
+        _config(on_disk, 2, data_to_workers="read", train_rows="memory"), handle=two_workers
+    )
+    in_file = train_distributed(
+        _config(on_disk, 2, data_to_workers="read", train_rows="file"), handle=two_workers
+    )
+    assert [r["in_file"] for r in held.data] == [False, False]
+    assert [r["in_file"] for r in in_file.data] == [True, True]
+    for a, b in zip(held.data, in_file.data, strict=True):  # the features stay in the file: 5 float32 a row
+        assert a["shard_bytes"] == b["shard_bytes"] == a["n"] * 5 * 4
+        assert a["data_bytes"] - b["data_bytes"] == a["n"] * (5 * 4 - 8)  # the row numbers are held instead
+    assert _equal(in_file.parameters, held.parameters)
+    assert in_file.final.test_acc == held.final.test_acc
+
+
+@pytest.mark.parametrize(
+    ("train_rows", "spec", "limit", "whole", "expected"),
+    [
+        ("file", "npy:/d", None, False, True),
+        ("memory", "npy:/d", 10_000, False, False),
+        ("auto", "npy:/d", 10_000, False, True),  # 100 rows of 40 bytes: 4,000 > a quarter of 10,000
+        ("auto", "npy:/d", 16_001, False, False),
+        ("auto", "npy:/d", None, False, False),  # no memory limit
+        ("auto", "csv:/d.csv", 10_000, False, False),  # read whole
+        ("file", "npy:/d", 10_000, True, False),  # an asynchronous exchange's replica holds the whole split
+    ],
+)
+def test_auto_leaves_rows_in_the_file_when_they_would_take_over_a_quarter_of_the_limit(
+    train_rows, spec, limit, whole, expected
+):
+    order = ShardOrder(spec, 0, torch.arange(100), 400, None, whole, False, train_rows, 40)
+    assert keeps_in_file(order, limit) is expected
+
+
+def test_rows_can_stay_only_in_files_read_a_row_at_a_time(data):
+    on_disk, _ = data
+    with pytest.raises(
+        SpecError, match=r"--train-rows: 'file' is not allowed for --data csv.*allowed for npy"
+    ):
+        _config("csv:/somewhere.csv", 1, train_rows="file")
+    with pytest.raises(SpecError, match="--train-rows: 'file' needs --data-to-workers read or auto"):
+        _config(on_disk, 1, train_rows="file", data_to_workers="stream")
+    with pytest.raises(SpecError, match="--train-rows.*needs --workers 1 or more"):
+        RunConfig.from_flat(data=on_disk, train_rows="file")

@@ -25,7 +25,7 @@ __all__ = ["COLLAPSED", "EDITED", "MORE", "ConfigControls", "lazy_card", "option
 EDITED = ("sampler", "codec", "exchange")
 #: options a first run rarely changes: each section's card keeps them in a collapsed "more" card
 MORE = {
-    "data": ("data_to_workers",),
+    "data": ("data_to_workers", "train_rows"),
     "optim": ("weight_decay", "schedule", "max_nonfinite", "diverge_factor", "chance_epochs"),
     "cluster": ("timeout_s", "bind", "threads", "detect_s", "dask_dashboard", "tls_ca", "tls_cert", "tls_key",
                 "straggler", "restarts", "checkpoint", "checkpoint_writer"),

@@ -9,6 +9,7 @@ from . import cifar, delimited, idx, mnist5k, npy, parquet, svmlight, synthetic 
 from .base import DataError, DataNotFound, Dataset
 from .catalog import DATASETS, absolute_paths, load_dataset
 from .mnist5k import data_dir
+from .rows import FileRows
 from .shard import Shard, read_shard
 from .sharding import SHARDINGS, shard_indices
 from .standardization import Standardization, shift_warning, standardization_record, standardize
@@ -19,6 +20,7 @@ __all__ = [
     "DataError",
     "DataNotFound",
     "Dataset",
+    "FileRows",
     "SHARDINGS",
     "Shard",
     "Standardization",

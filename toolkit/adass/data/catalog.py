@@ -12,7 +12,7 @@ import torch
 
 from ..locations import is_url
 from ..registry import Param, Registry, Spec, parse_spec
-from .base import Dataset
+from .base import DataError, Dataset
 from .feature_stats import Standardization
 from .standardization import STANDARDIZE
 from .standardization import standardize as standardize_dataset  # the loaders' keyword is `standardize`
@@ -26,17 +26,19 @@ class DatasetRegistry(Registry):
 
     A loader returns features on its files' own scale; the registered entry standardizes them
     afterwards, so no loader handles the key itself. Every entry also takes ``rows`` (read only
-    these training rows) and ``standardization`` (statistics fitted elsewhere, to apply as they are).
+    these training rows), ``standardization`` (statistics fitted elsewhere, to apply as they are) and,
+    for loaders that can, ``in_file`` (the training features stay in their file until indexed).
     """
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
         self.paths: dict[str, tuple[str, ...]] = {}
         self.reads_rows: dict[str, bool] = {}
+        self.keeps_in_file: dict[str, bool] = {}
 
     def register(
         self, name: str, doc: str = "", *, built_standardized: bool = False, paths: tuple[str, ...] = (),
-        reads_rows: bool = False, **params: Param,
+        reads_rows: bool = False, keeps_in_file: bool = False, **params: Param,
     ) -> Callable:  # fmt: skip
         """Decorator: register ``loader(**params, seed=..., name=...) -> Dataset`` under ``name``.
 
@@ -45,9 +47,12 @@ class DatasetRegistry(Registry):
         ``paths`` names the parameters that are files or folders (see :func:`absolute_paths`).
         ``reads_rows`` marks a loader that takes ``rows=`` and reads only those training rows from
         its files; any other reads its files whole, and the entry keeps the rows asked for.
+        ``keeps_in_file`` marks a loader that takes ``in_file=True`` and returns its training features
+        as a :class:`~adass.data.rows.FileRows` (read when indexed) instead of a tensor.
         """
         self.paths[name] = paths
         self.reads_rows[name] = reads_rows
+        self.keeps_in_file[name] = keeps_in_file
 
         register_entry = super().register(name, doc, **params, standardize=STANDARDIZE)
 
@@ -55,8 +60,23 @@ class DatasetRegistry(Registry):
             @functools.wraps(loader)
             def load_standardized(
                 *, standardize: str = STANDARDIZE.default, rows: np.ndarray | None = None,
-                standardization: Standardization | None = None, **values,
+                standardization: Standardization | None = None, in_file: bool = False, **values,
             ) -> Dataset:  # fmt: skip
+                if in_file:
+                    if not keeps_in_file:
+                        raise DataError(f"{name}: its files are read whole, so its training rows cannot stay in "
+                                        f"the file; formats that can: {', '.join(self.in_file_names())}")  # fmt: skip
+                    if standardization is None:
+                        raise ValueError(
+                            f"{name}: training rows left in the file need the split's standardization"
+                        )
+                    data = loader(**values, rows=None if rows is None else np.asarray(rows, dtype=np.int64),
+                                  in_file=True)  # fmt: skip
+                    check_dataset(
+                        data
+                    )  # labels and the test split; the rows were checked where the split was loaded
+                    return replace(data, x_train=data.x_train.standardized(standardization),
+                                   x_test=standardization.apply(data.x_test), standardization=standardization)  # fmt: skip
                 if rows is None:
                     data = loader(**values)
                 elif reads_rows:
@@ -77,6 +97,10 @@ class DatasetRegistry(Registry):
             return loader
 
         return decorate
+
+    def in_file_names(self) -> list[str]:
+        """Loaders whose training rows can stay in their file."""
+        return sorted(name for name, can in self.keeps_in_file.items() if can)
 
 
 #: Every loader registers itself here: ``loader(**params, seed=..., name=...) -> Dataset``.
@@ -107,6 +131,7 @@ def load_dataset(
     *,
     rows: np.ndarray | None = None,
     standardization: Standardization | None = None,
+    in_file: bool = False,
 ) -> Dataset:
     """Load the dataset named by a spec.
 
@@ -125,6 +150,10 @@ def load_dataset(
     standardization : Standardization, optional
         The whole training split's statistics (``Dataset.standardization`` of a full load), applied
         as they are instead of fitted again.
+    in_file : bool
+        Leave the training features in their file (``x_train`` is a :class:`~adass.data.rows.FileRows`,
+        read a batch at a time as it is indexed): formats with fixed-size rows (``npy``) only; needs
+        ``standardization``.
 
     Returns
     -------
@@ -142,6 +171,9 @@ def load_dataset(
         out of range, a single class (see :func:`adass.data.validation.check_dataset`).
     """
     parsed = parse_spec(spec, DATASETS.kind)
-    if rows is None and standardization is None:
+    if rows is None and standardization is None and not in_file:
         return DATASETS.build(parsed, seed=seed, name=str(parsed))
-    return DATASETS.build(parsed, seed=seed, name=str(parsed), rows=rows, standardization=standardization)
+    extra = {"in_file": True} if in_file else {}
+    return DATASETS.build(
+        parsed, seed=seed, name=str(parsed), rows=rows, standardization=standardization, **extra
+    )

@@ -20,8 +20,9 @@ from .base import DataError, Dataset, images_to_tensor, labels_to_tensor
 from .catalog import DATASETS
 from .files import find_file, open_file, read_bytes, require_dir
 from .records import read_records
+from .rows import FileRows
 
-__all__ = ["FILE_NAMES", "read_npy"]
+__all__ = ["FILE_NAMES", "npy_rows", "read_npy"]
 
 #: array -> the file it is read from
 FILE_NAMES = {key: f"{key}.npy" for key in ("x_train", "y_train", "x_test", "y_test")}
@@ -74,6 +75,20 @@ def read_npy(file: Location, rows: np.ndarray | None = None) -> np.ndarray:
         raise DataError(f"npy: {file}: cannot read ({type(err).__name__}: {err})") from None
 
 
+def npy_rows(file: Location, rows: np.ndarray | None = None) -> FileRows:
+    """Rows ``rows`` (default: all) of the ``.npy`` file ``file``, left in the file until read;
+    ``(n, H, W)`` arrays are read as ``(n, 1, H, W)`` one-channel images, as the loader reads them."""
+    shape, dtype, offset = _header(file)
+    if len(shape) not in (2, 3, 4):
+        raise DataError(f"npy: {file}: shape {shape}; expected (n, d), (n, H, W) or (n, C, H, W)")
+    rows = np.arange(shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
+        raise DataError(f"npy: {file}: rows {rows.min()}..{rows.max()} asked of {shape[0]} rows")
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    row_shape = (1, *shape[1:]) if len(shape) == 3 else tuple(shape[1:])
+    return FileRows(file, offset, row_bytes, dtype, row_shape, rows, int(shape[0]), kind="npy")
+
+
 def _features(x: np.ndarray) -> torch.Tensor:
     """``x`` (an array :func:`read_npy` made, nobody else's) as float32 features, copied only to convert."""
     if x.dtype == np.uint8:
@@ -91,36 +106,42 @@ def _labels(file: Location, y: np.ndarray) -> np.ndarray:
     "npy",
     paths=("path",),
     reads_rows=True,
+    keeps_in_file=True,
     path=Param("", "folder (or URL of one) with x_train.npy, y_train.npy, x_test.npy, y_test.npy"),
     classes=Param(0, "number of classes; 0: one more than the largest label", low=0, high=100_000),
 )
 def load_npy(
-    path: str, classes: int, *, seed: int = 0, name: str = "npy", rows: np.ndarray | None = None
-) -> Dataset:
-    """NumPy arrays from a folder or URL; with ``rows``, only those training rows are read."""
+    path: str, classes: int, *, seed: int = 0, name: str = "npy", rows: np.ndarray | None = None,
+    in_file: bool = False,
+) -> Dataset:  # fmt: skip
+    """NumPy arrays from a folder or URL; with ``rows``, only those training rows are read; with
+    ``in_file``, none: the training features stay in their file (a :class:`FileRows`) until indexed."""
     del seed  # the files fix the split
     folder = require_dir("npy", path)
     files = {key: find_file("npy", folder, file_name, gz=False) for key, file_name in FILE_NAMES.items()}
     y_train = _labels(files["y_train"], read_npy(files["y_train"]))  # every label: the counts must agree
     y_test = _labels(files["y_test"], read_npy(files["y_test"]))
-    x_train, x_test = read_npy(files["x_train"], rows), read_npy(files["x_test"])
-    n_train = x_train.shape[0] if rows is None else _header(files["x_train"])[0][0]
-    for split, x, y, n in (("train", x_train, y_train, n_train), ("test", x_test, y_test, x_test.shape[0])):
-        if y.shape[0] != n:
-            raise DataError(f"npy: {files[f'y_{split}']}: {y.shape[0]} labels for {n} rows of x_{split}.npy")
-        if x.ndim not in (2, 3, 4):
+    x_test, train_shape = read_npy(files["x_test"]), _header(files["x_train"])[0]
+    for split, shape, y in (("train", train_shape, y_train), ("test", x_test.shape, y_test)):
+        if y.shape[0] != shape[0]:
             raise DataError(
-                f"npy: {files[f'x_{split}']}: shape {x.shape}; expected (n, d), (n, H, W) or (n, C, H, W)"
+                f"npy: {files[f'y_{split}']}: {y.shape[0]} labels for {shape[0]} rows of x_{split}.npy"
             )
-    if x_train.shape[1:] != x_test.shape[1:]:
+        if len(shape) not in (2, 3, 4):
+            raise DataError(
+                f"npy: {files[f'x_{split}']}: shape {shape}; expected (n, d), (n, H, W) or (n, C, H, W)"
+            )
+    if train_shape[1:] != x_test.shape[1:]:
         raise DataError(
-            f"npy: {folder}: train rows are {x_train.shape[1:]} but test rows are {x_test.shape[1:]}"
+            f"npy: {folder}: train rows are {train_shape[1:]} but test rows are {x_test.shape[1:]}"
         )
+    x_train = npy_rows(files["x_train"], rows) if in_file else read_npy(files["x_train"], rows)
     classes = classes or int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
     if rows is not None:
         y_train = y_train[rows]
-    if x_train.ndim == 3:  # one-channel images: (n, 1, H, W)
-        x_train, x_test = x_train[:, None], x_test[:, None]
-    return Dataset(name=name, x_train=_features(x_train), y_train=labels_to_tensor(y_train),
-                   x_test=_features(x_test), y_test=labels_to_tensor(y_test), shape=tuple(x_train.shape[1:]),
+    if x_test.ndim == 3:  # one-channel images: (n, 1, H, W) (rows in the file are read so already)
+        x_test = x_test[:, None]
+        x_train = x_train if in_file else x_train[:, None]
+    return Dataset(name=name, x_train=x_train if in_file else _features(x_train), y_train=labels_to_tensor(y_train),
+                   x_test=_features(x_test), y_test=labels_to_tensor(y_test), shape=tuple(x_test.shape[1:]),
                    classes=classes)  # fmt: skip

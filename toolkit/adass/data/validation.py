@@ -35,9 +35,10 @@ def check_dataset(data: Dataset) -> None:
         if y.numel() == 0:
             raise DataError(f"{name}: the {split} split is empty")
         # NaN and infinities reach the sum; only then are they counted (torch.isfinite makes a copy of
-        # the features and a mask, more memory than a shard itself for a moment)
+        # the features and a mask, more memory than a shard itself for a moment); rows left in their
+        # file are no tensor: the whole split was checked where it was loaded
         bad = 0
-        if x.is_floating_point() and not bool(torch.isfinite(x.sum())):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and not bool(torch.isfinite(x.sum())):
             bad = int((~torch.isfinite(x)).sum())
         if bad:
             raise DataError(f"{name}: the {split} split has {bad} NaN or infinite feature values")

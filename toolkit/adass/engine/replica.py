@@ -7,6 +7,7 @@ samples and the sampler's scores stay on the host, and every batch travels to th
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -14,7 +15,7 @@ import torch
 
 from ..codecs.base import stable_seed
 from ..config import RunConfig
-from ..data import Dataset, Shard, shard_indices
+from ..data import Dataset, FileRows, Shard, shard_indices
 from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
@@ -29,14 +30,16 @@ def replica_seed(seed: int, rank: int) -> int:
     return stable_seed(seed, "replica", rank) % (2**31)
 
 
-def squared_norms(x: torch.Tensor, chunk_bytes: int = 4 << 20) -> torch.Tensor:
-    """``(n,)`` squared norms of ``(n, *shape)`` samples, ``chunk_bytes`` of rows at a time: the squares
-    of a whole shard at once would be a second copy of it. Each row's sum is the same either way."""
-    flat = x.reshape(x.shape[0], -1)
-    if flat.shape[0] == 0:
-        return flat.pow(2).sum(1)
-    rows = max(1, chunk_bytes // max(1, flat.shape[1] * flat.element_size()))
-    return torch.cat([part.pow(2).sum(1) for part in flat.split(rows)])
+def squared_norms(x: torch.Tensor | FileRows, chunk_bytes: int = 4 << 20) -> torch.Tensor:
+    """``(n,)`` squared norms of ``(n, *shape)`` float32 samples, ``chunk_bytes`` of rows at a time: the
+    squares of a whole shard at once would be a second copy of it, and rows left in their file are read
+    a chunk at a time. Each row's sum is the same either way."""
+    n, width = int(x.shape[0]), math.prod(x.shape[1:])
+    rows = max(1, chunk_bytes // max(1, width * 4))
+    norms = torch.empty(n)  # filled in place: no small tensor per chunk left between the chunks' buffers
+    for start in range(0, n, rows):
+        torch.sum(x[start : start + rows].reshape(-1, width).pow(2), 1, out=norms[start : start + rows])
+    return norms
 
 
 class ReplicaState:

@@ -1,24 +1,25 @@
-"""``adass bench data``: a data set larger than one Dask worker may hold, trained on four workers under
-Dask's per-worker memory limit, each replica reading only its shard of an ``.npy`` file.
+"""``adass bench data``: a data set four times one Dask worker's memory limit, trained on four workers
+under that limit, each replica leaving its shard's rows in the ``.npy`` file and reading each batch's
+rows as it trains (``--train-rows auto`` chooses that by itself).
 
-The suite writes a float32 ``.npy`` data set (2 GB of training rows; 64 MB with ``--quick``) into a
-temporary folder, then:
+The suite writes a float32 ``.npy`` data set into a temporary folder, then:
 
 1. On a cluster of four fresh workers without a limit, a run on a tiny data set of the same width
    measures what a worker holds before any data (``worker_MB``, its whole resident memory) and what
    building a replica costs besides its data (``build_MB``: its first model, torch's first
    operations), so that the data's own share can be told apart.
-2. The memory limit is set so that one shard fits (the worker, its build, its shard and the test
-   split at ``PAUSE_SHARE`` of the limit, under the 80% at which Dask pauses a worker) while the whole
-   data set would not: a replica that read it all would pass the 95% at which the nanny restarts it.
+2. The memory limit is set so that the worker, its build and the test split sit at ``PAUSE_SHARE``
+   of it (under the 80% at which Dask pauses a worker), and the training split is written
+   ``TIMES`` times that limit (64 MB with ``--quick``, where the rows are left in the file by
+   ``--train-rows file`` instead).
 3. On four fresh workers under that limit, one epoch (ring, fp32) with ``--data-to-workers read``.
+4. The same epoch on four workers without a limit, every replica holding its shard in memory, for
+   the time a step takes either way (left out with ``--quick``).
 
-Per replica: ``shard_MB`` (its training rows, the test split and their indices as held),
-``taken_MB`` (growth of its resident memory that no file backs while it took its data and built its
-engine), ``data_resident_MB`` (``taken_MB`` less the build cost of step 1) and ``load_s``. The
-header gives the data set against the limit, and the run's outcome (any worker lost is a fault).
-With four workers each shard is a quarter of the data set, so the data set can be at most four
-times what a worker has left for data under its limit; the header says how close this run came.
+Per replica: ``shard_MB`` (its training rows as float32, what holding them would take),
+``held_MB`` (what it holds: the test split and row numbers), ``taken_MB`` (growth of its resident
+memory that no file backs while it took its data and built its engine), ``peak_rss_MB`` (the most
+its worker process held from the run's start to its end, reading and training, against the limit) and ``load_s``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ...config import RunConfig
+from ...metrics import StepRecord
 from ...runtime.cluster import connect, train_distributed
 from ...tables import markdown_table
 from . import write_report
@@ -41,11 +43,27 @@ __all__ = ["COLUMNS", "measure", "run", "write_npy"]
 WORKERS = 4
 WIDTH = 256  # float32 features per row: 1 KiB rows
 TEST_ROWS = 8192
-COLUMNS = ["rank", "rows", "shard_MB", "taken_MB", "data_resident_MB", "rss_MB", "load_s"]
+BATCH = 4096
+COLUMNS = [
+    "rank",
+    "rows",
+    "in_file",
+    "shard_MB",
+    "held_MB",
+    "taken_MB",
+    "peak_rss_MB",
+    "peak_of_limit",
+    "load_s",
+]
+RUN_COLUMNS = ["train_rows", "memory_limit_MB", "in_file", "steps", "s_per_step", "epoch_s", "max_peak_rss_MB",
+               "test_acc"]  # fmt: skip
 MB = 1e6
 #: the most of its limit a worker may hold once its replica stands: Dask pauses a worker at 80% and
-#: restarts it at 95%, and reading a shard passes through more than the shard for a moment
-PAUSE_SHARE = 0.6
+#: restarts it at 95%, and training adds to what the build held (the batches, the exchange's buffers,
+#: gloo's: about 0.1 GB a worker measured at 0.6 here, which came within 0.02 of the pause)
+PAUSE_SHARE = 0.5
+#: the training split's size in memory limits
+TIMES = 4.2
 
 
 def write_npy(folder: Path, n_train: int, seed: int = 0) -> int:
@@ -76,67 +94,95 @@ def write_npy(folder: Path, n_train: int, seed: int = 0) -> int:
     return n_train * WIDTH * 4
 
 
-def _config(folder: Path) -> RunConfig:
-    return RunConfig.from_flat(data=f"npy:{folder}", model="logreg", sampler="full", epochs=1, batch_size=4096,
+def _config(folder: Path, train_rows: str) -> RunConfig:
+    return RunConfig.from_flat(data=f"npy:{folder}", model="logreg", sampler="full", epochs=1, batch_size=BATCH,
                                lr=0.1, schedule="constant", workers=WORKERS, exchange="ring", codec="fp32",
-                               data_to_workers="read", seed=0, restarts=0)  # fmt: skip
+                               data_to_workers="read", train_rows=train_rows, seed=0, restarts=0)  # fmt: skip
 
 
-def measure(folder: Path, memory_limit: int = 0) -> tuple[list[dict], float, int]:
+def _reset_peak() -> None:
+    """Start this process's resident-memory peak afresh (Linux: a forked worker starts with the peak of
+    the process it was forked from)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_rss() -> int:
+    """The most this process has held in resident memory since :func:`_reset_peak`, in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure(folder: Path, memory_limit: int = 0, train_rows: str = "auto") -> tuple[list[dict], dict]:
     """One epoch on ``WORKERS`` fresh workers (``memory_limit`` bytes each; 0: none).
 
     Returns
     -------
     tuple
-        The replicas' data reports (see ``Replica.read``), the final test accuracy and the memory
-        limit each worker says it has.
+        The replicas' data reports (see ``Replica.read``, with ``peak_rss_bytes`` of each one's worker
+        added) and the run's: the memory limit the workers say they have, steps, seconds, accuracy.
     """
     with connect(n_workers=WORKERS, memory_limit=memory_limit) as handle:
         limits = handle.client.run(lambda dask_worker: dask_worker.memory_manager.memory_limit or 0)
-        result = train_distributed(_config(folder), handle=handle)
+        handle.client.run(_reset_peak)
+        result = train_distributed(_config(folder, train_rows), handle=handle)
+        peaks = handle.client.run(_peak_rss)
     if result.faults:
         raise RuntimeError(f"a worker was lost: {result.faults[0]['failure']}")
-    return result.data, result.final.test_acc, min(limits.values())
+    steps = result.sink.frame(StepRecord)
+    steps = int((steps["rank"] == 0).sum()) if len(steps) else 0
+    reports = [{**r, "peak_rss_bytes": peaks.get(r["worker"], 0)} for r in result.data]
+    train_s = result.final.train_s
+    run = {"train_rows": train_rows, "memory_limit_MB": min(limits.values()) / MB,
+           "in_file": all(r["in_file"] for r in reports), "steps": steps, "s_per_step": train_s / max(1, steps),
+           "epoch_s": train_s, "max_peak_rss_MB": max(r["peak_rss_bytes"] for r in reports) / MB,
+           "test_acc": result.final.test_acc}  # fmt: skip
+    return reports, run
 
 
 def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
-    """Run the suite, print its table and write ``data.md`` and ``data.csv``; return the table."""
-    n_train = 64 * 1024 if quick else 2048 * 1024
+    """Run the suite, print its tables and write ``data.md``, ``data.csv`` and ``data_runs.csv``;
+    return the per-replica table."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="adass-bench-data-") as tmp:
         tiny, big = Path(tmp) / "tiny", Path(tmp) / "big"
         write_npy(tiny, 4 * 1024)
-        data_bytes = write_npy(big, n_train)
-        file_bytes = sum(f.stat().st_size for f in big.iterdir())
-        reports, _, _ = measure(tiny)
+        reports, _ = measure(tiny, train_rows="memory")
         build_bytes = max(r["taken_bytes"] for r in reports)  # the tiny data's own share is under 2 MB
         worker_bytes = max(r["rss_bytes"] - r["taken_bytes"] for r in reports)
-        shard_bytes = -(-data_bytes // WORKERS) + TEST_ROWS * (WIDTH * 4 + 8)
-        limit = int((worker_bytes + build_bytes + shard_bytes) / PAUSE_SHARE)
+        test_bytes = TEST_ROWS * (WIDTH * 4 + 8)
+        limit = int((worker_bytes + build_bytes + test_bytes) / PAUSE_SHARE)
         limit = -(-limit // 2**24) * 2**24  # whole 16 MiB
-        reports, accuracy, seen_limit = measure(big, limit)
-    rows = [{"rank": r["rank"], "rows": r["n"], "shard_MB": r["data_bytes"] / MB, "taken_MB": r["taken_bytes"] / MB,
-             "data_resident_MB": (r["taken_bytes"] - build_bytes) / MB, "rss_MB": r["rss_bytes"] / MB,
+        n_train = 64 * 1024 if quick else int(TIMES * limit) // (WIDTH * 4)
+        data_bytes = write_npy(big, n_train)
+        file_bytes = sum(f.stat().st_size for f in big.iterdir())
+        reports, limited = measure(big, limit, "file" if quick else "auto")
+        runs = [limited] if quick else [limited, measure(big, 0, "memory")[1]]
+    rows = [{"rank": r["rank"], "rows": r["n"], "in_file": r["in_file"], "shard_MB": r["shard_bytes"] / MB,
+             "held_MB": r["data_bytes"] / MB, "taken_MB": r["taken_bytes"] / MB,
+             "peak_rss_MB": r["peak_rss_bytes"] / MB, "peak_of_limit": r["peak_rss_bytes"] / limit,
              "load_s": r["load_s"]} for r in reports]  # fmt: skip
-    table = pd.DataFrame(rows)[COLUMNS]
-    headroom = limit - worker_bytes - build_bytes
-    whole = worker_bytes + build_bytes + data_bytes
+    table, runs_table = pd.DataFrame(rows)[COLUMNS], pd.DataFrame(runs)[RUN_COLUMNS]
+    ratio = ""
+    if len(runs) == 2:
+        ratio = (f"- A step reading its rows from the file took {runs[0]['s_per_step'] / runs[1]['s_per_step']:.2f}x "
+                 "the time of a step on rows held in memory (second row: the same epoch without a limit).")  # fmt: skip
     text = [
         "# adass bench data", "",
         f"A float32 `.npy` data set of {n_train:,} training rows x {WIDTH} features ({data_bytes / MB:.0f} MB; "
         f"{file_bytes / MB:.0f} MB of files with the test split), {WORKERS} workers of an embedded LocalCluster "
-        f"with Dask's memory limit of {limit / MB:.0f} MB each (the workers report {seen_limit / MB:.0f} MB), "
-        f"`--data-to-workers read`, one epoch of `logreg` on the ring; host with {os.cpu_count()} CPUs; "
+        f"with Dask's memory limit of {limit / MB:.0f} MB each, `--data-to-workers read`, one epoch of `logreg` "
+        f"(global batch {BATCH}) on the ring; host with {os.cpu_count()} CPUs; "
         f"{time.perf_counter() - start:.0f} s in all.", "",
         f"- A worker holds {worker_bytes / MB:.0f} MB before any data, and building a replica takes "
-        f"{build_bytes / MB:.0f} MB more (measured on a tiny data set): {headroom / MB:.0f} MB of the limit "
-        f"are left for data.",
-        f"- The data set is {data_bytes / limit:.2f}x the memory limit and {data_bytes / headroom:.2f}x what "
-        f"a worker has left for data (four workers can hold at most 4x).",
-        f"- A replica holding the whole data set would need about {whole / MB:.0f} MB, "
-        f"{whole / limit:.2f}x the limit (the nanny restarts a worker at 0.95x).",
-        f"- The run finished with no worker lost; test accuracy {accuracy:.4f}.", "",
-        markdown_table(table), "",
+        f"{build_bytes / MB:.0f} MB more (measured on a tiny data set).",
+        f"- The training split is {data_bytes / limit:.2f}x the memory limit; one shard is "
+        f"{data_bytes / WORKERS / limit:.2f}x it.",
+        f"- Every replica's worker peaked at {max(table['peak_of_limit']):.2f}x the limit or less (Dask pauses a "
+        f"worker at 0.80x and restarts it at 0.95x); no worker was lost; test accuracy {limited['test_acc']:.4f}.",
+        *([ratio] if ratio else []), "",
+        markdown_table(table), "", markdown_table(runs_table), "",
     ]  # fmt: skip
-    write_report(out_dir, "data", text, {"data": table})
+    write_report(out_dir, "data", text, {"data": table, "data_runs": runs_table})
     return table

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from ...locations import Location
 from ...registry import SpecError
 from .bootstrap import destroy_group, init_group
 from .events import EventRelay, topic_for
-from .feed import ShardOrder
+from .feed import ShardOrder, keeps_in_file
 from .rendezvous import DaskStore, prove_peers
 
 __all__ = ["Replica", "Server"]
@@ -203,9 +204,10 @@ class Replica(_Member):
 
         def work() -> dict[str, Any] | None:
             began, anon_before = time.perf_counter(), _anon_bytes()
+            in_file = keeps_in_file(order, self.worker.memory_manager.memory_limit)
             try:
                 shard = read_shard(order.spec, order.seed, order.indices, order.n_train, order.standardization,
-                                   whole=order.whole)  # fmt: skip
+                                   whole=order.whole, in_file=in_file)  # fmt: skip
             except DataNotFound:
                 if order.fallback:
                     return None
@@ -237,11 +239,15 @@ class Replica(_Member):
         """Build the engine on ``shard``; report how the data came, in how long and what is held:
         ``data_bytes`` (its tensors), ``rss_bytes`` (the process's resident memory now) and
         ``taken_bytes``, how much its resident memory that no file backs grew from before its data
-        came until the engine stood (the data, what reading it kept, and the first model's build)."""
+        came until the engine stood (the data, what reading it kept, and the first model's build);
+        ``in_file``, whether its training rows stay in their file, and ``shard_bytes``, what its
+        training rows take as float32 (held, or read a batch at a time); ``worker``, its address."""
         state = ReplicaState.held(self.config, shard, self.rank)
         self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
         return {"rank": self.rank, "n": shard.n, "how": how, "load_s": load_s, "data_bytes": shard.nbytes,
-                "rss_bytes": psutil.Process().memory_info().rss, "taken_bytes": _anon_bytes() - anon_before}  # fmt: skip
+                "rss_bytes": psutil.Process().memory_info().rss, "taken_bytes": _anon_bytes() - anon_before,
+                "in_file": shard.in_file, "shard_bytes": shard.n * math.prod(shard.shape) * 4,
+                "worker": self.worker.address}  # fmt: skip
 
     async def select(self, epoch: int, selection: bool = True) -> dict[str, Any]:
         """Choose the epoch's samples (one global ADASS budget); agree on the number of steps; with

@@ -8,6 +8,10 @@ numbers and those statistics. With ``--data-to-workers read`` it reads just its 
 in pieces of :data:`PIECE_BYTES`, and no path need exist on the workers; ``auto`` reads where the
 files are there and streams to the replicas that do not find them. Replicas of an asynchronous
 exchange hand samples to each other, so they hold the whole training split besides their shard.
+
+A replica that reads its shard keeps its rows in memory, or leaves them in the file and reads each
+batch's rows as it trains (``--train-rows``; :func:`keeps_in_file` decides ``auto`` on the worker,
+which knows its memory limit), so a shard larger than a worker's memory still trains.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ from typing import Any
 import torch
 
 from ...config import RunConfig
-from ...data import Dataset, Shard, Standardization, shard_indices
+from ...data import DATASETS, Dataset, Shard, Standardization, shard_indices
+from ...registry import parse_spec
 
-__all__ = ["PIECE_BYTES", "ShardOrder", "feed_replicas", "shard_orders"]
+__all__ = ["IN_FILE_SHARE", "PIECE_BYTES", "ShardOrder", "feed_replicas", "keeps_in_file", "shard_orders"]
 
 #: the most bytes of training rows one streamed message carries
 PIECE_BYTES = 32 * 2**20
+#: ``--train-rows auto`` leaves a shard in its file when its rows would take more than this share of
+#: the worker's memory limit (the worker itself, the model and the test split need the rest)
+IN_FILE_SHARE = 0.25
 
 #: ``call(members, method, args_per_member, what)`` -> results in rank order (the backend's wait-on-all)
 Call = Callable[[Sequence[Any], str, Sequence[Sequence[Any]], str], list]
@@ -50,6 +58,10 @@ class ShardOrder:
         Hold the whole training split besides (replicas of an asynchronous exchange).
     fallback : bool
         Files not on this machine are no error: the client streams the shard instead (``auto``).
+    train_rows : str
+        ``--train-rows``: ``memory``, ``file`` or ``auto`` (see :func:`keeps_in_file`).
+    row_bytes : int
+        Bytes of one training row as a replica holds it (float32 features).
     """
 
     spec: str
@@ -59,6 +71,23 @@ class ShardOrder:
     standardization: Standardization
     whole: bool = False
     fallback: bool = False
+    train_rows: str = "memory"
+    row_bytes: int = 0
+
+
+def keeps_in_file(order: ShardOrder, memory_limit: int | None) -> bool:
+    """Whether the replica told ``order`` leaves its training rows in the file: ``file`` says so,
+    ``memory`` and a replica holding the whole split (an asynchronous exchange) say no, and ``auto``
+    says so where the format allows it and the rows would take more than :data:`IN_FILE_SHARE` of
+    ``memory_limit`` (the worker's, in bytes; None or 0: no limit, so no)."""
+    if order.whole or order.train_rows == "memory":
+        return False
+    if order.train_rows == "file":
+        return True
+    allowed = DATASETS.keeps_in_file.get(parse_spec(order.spec, DATASETS.kind).name, False)
+    return bool(
+        allowed and memory_limit and len(order.indices) * order.row_bytes > IN_FILE_SHARE * memory_limit
+    )
 
 
 def shard_orders(config: RunConfig, spec: str, dataset: Dataset, whole: Sequence[bool]) -> list[ShardOrder]:
@@ -66,7 +95,9 @@ def shard_orders(config: RunConfig, spec: str, dataset: Dataset, whole: Sequence
     seed = config.optim.seed
     shards = shard_indices(dataset.y_train, len(whole), config.data.shard, seed=seed)
     fallback = config.data.data_to_workers == "auto"
-    return [ShardOrder(spec, seed, indices, dataset.n_train, dataset.standardization, bool(w), fallback)
+    row_bytes = dataset.x_train[:1].numel() * 4
+    return [ShardOrder(spec, seed, indices, dataset.n_train, dataset.standardization, bool(w), fallback,
+                       config.data.train_rows, row_bytes)
             for indices, w in zip(shards, whole, strict=True)]  # fmt: skip
 
 
