@@ -28,6 +28,7 @@ __all__ = [
     "StepRecord",
     "TrafficRecord",
     "DROPPED",
+    "as_row",
     "RENAMED",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -145,6 +146,12 @@ RENAMED: dict[type, dict[str, str]] = {EvalRecord: {"wall_s": "train_s"}}
 DROPPED: dict[type, tuple[str, ...]] = {StepRecord: ("wait_s",)}
 #: Columns added after runs had been written: older frames get them, at the field's default, on load.
 ADDED: dict[type, tuple[str, ...]] = {StepRecord: ("staleness",)}
+
+
+def as_row(record: Any) -> dict[str, Any]:
+    """A record's fields as a dict, in field order: what ``dataclasses.asdict`` gives for these records,
+    whose fields are all scalars, without its recursive deep copy (10 µs a record, paid per step)."""
+    return dict(vars(record))
 
 
 def columns(kind: type) -> list[str]:

@@ -32,9 +32,11 @@ from .result import RunResult, Stop, stop_signal
 from .server import ShardOptimizer, own_shard
 from .step import (
     Counters,
+    StepLength,
     backprop_batch,
     evaluate,
     flat_params,
+    flatten_into,
     lr_at,
     make_optimizer,
     make_sgd,
@@ -65,6 +67,7 @@ __all__ = [
     "ShardOptimizer",
     "Split",
     "StepHook",
+    "StepLength",
     "Stop",
     "TorchAgreement",
     "backprop_batch",
@@ -75,6 +78,7 @@ __all__ = [
     "epoch_eval",
     "evaluate",
     "flat_params",
+    "flatten_into",
     "in_order",
     "lr_at",
     "make_optimizer",

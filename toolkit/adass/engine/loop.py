@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import torch
 
 from ..exchange import Exchange
 from ..failures import Diverged
-from ..metrics import StepRecord, TrafficRecord
+from ..metrics import StepRecord, TrafficRecord, as_row
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
@@ -148,7 +147,7 @@ class Engine:
         raw, wire = self.agreement.take_bytes()
         if not wire:
             return []
-        return [asdict(TrafficRecord(run=self.run_id, epoch=epoch, step=self.state.step, phase="agree", hop=0,
+        return [as_row(TrafficRecord(run=self.run_id, epoch=epoch, step=self.state.step, phase="agree", hop=0,
                                      src=self.rank, dst=peer, chunk=0, raw_bytes=raw, wire_bytes=wire,
                                      seconds=0.0, sim_seconds=0.0))
                 for peer in range(self.world) if peer != self.rank]  # fmt: skip
@@ -230,7 +229,7 @@ class Engine:
         x, y, scores = (s.x, s.y, s.sampler) if work is None else (work.x, work.y, work)
         t0 = time.perf_counter()
         self.straggler.wait(self.rank, s.step, self.world)  # a slowed replica's extra time counts as compute
-        loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters)
+        loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters, s.flat_grad)
         t1 = time.perf_counter()
         lockstep = self.exchange is None or self.exchange.lockstep
         spreads = self._spreads_nonfinite()
@@ -257,7 +256,7 @@ class Engine:
             done = self.exchange.report()  # codec math of this reduce; the rest of its wall time is comm
             encode_s, decode_s = done.encode_s, done.decode_s
             comm_s = max(0.0, t2 - t1 - encode_s - decode_s)
-            traffic = [asdict(r) for r in done.traffic]
+            traffic = [as_row(r) for r in done.traffic]
             staleness, self.held_s = done.staleness, done.held_s
         if spreads:  # every rank holds the same bits: a NaN or Inf anywhere is in all of them
             finite = all_finite(s.flat_grad)
@@ -265,13 +264,13 @@ class Engine:
             self._count_nonfinite(finite, epoch)
         if pulled is not None:
             if total or not lockstep:  # asynchronous: the others' pushes moved the parameters meanwhile
-                write_flat_params(s.model, pulled, s.counters, s.measure_path)
+                write_flat_params(s.flat_params, pulled, s.counters, s.step_length)
         elif total:
-            optimizer_step(s.model, s.optimizer, s.counters, s.measure_path)
+            optimizer_step(s.optimizer, s.counters, s.step_length)
         record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
                             compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
                             staleness=staleness)  # fmt: skip
-        row = {**asdict(record), "wire_bytes": sum(r["wire_bytes"] for r in traffic),
+        row = {**as_row(record), "wire_bytes": sum(r["wire_bytes"] for r in traffic),
                "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
         s.step += 1
         return row, traffic

@@ -1,7 +1,7 @@
-"""What one replica holds: model, optimizer, its part of the data, sampler, counters and a flat
-gradient buffer; and how that state goes into and out of a checkpoint.
+"""What one replica holds: model, optimizer, its part of the data, sampler, counters and the flat
+parameter and gradient buffers; and how that state goes into and out of a checkpoint.
 
-Model, optimizer state and the flat gradient live on the replica's device (``--device``); its
+Model, optimizer state and the flat buffers live on the replica's device (``--device``); its
 samples and the sampler's scores stay on the host, and every batch travels to the device.
 """
 
@@ -20,7 +20,7 @@ from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
 from ..sampling import build_sampler
-from .step import Counters, make_optimizer
+from .step import Counters, StepLength, flatten_into, make_optimizer
 
 __all__ = ["ReplicaState", "replica_seed"]
 
@@ -82,16 +82,21 @@ class ReplicaState:
             feature_sq_norms=squared_norms(self.x), linear=is_linear(self.model),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
-        # every gradient is a view of one flat buffer: backward fills it in place (backprop_batch
-        # zeroes with set_to_none=False, which keeps the views), the exchange averages it in place,
-        # and the optimizer reads the views; nothing is concatenated or copied
+        # every parameter is a view of one flat buffer: a step's length is one copy before it and one
+        # subtraction after (StepLength), and pulled parameters are one copy in
         params = list(self.model.parameters())
-        self.flat_grad = torch.zeros(sum(p.numel() for p in params), device=self.device)
+        self.flat_params = torch.empty(sum(p.numel() for p in params), device=self.device)
+        flatten_into(params, self.flat_params)
+        # every gradient is a view of one flat buffer too: backward fills it in place (backprop_batch
+        # zeroes the buffer, which keeps the views), the exchange averages it in place, and the
+        # optimizer reads the views; nothing is concatenated or copied
+        self.flat_grad = torch.zeros(self.flat_params.numel(), device=self.device)
         offset = 0
         for p in params:
             p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
-        self.measure_path = bool(getattr(self.sampler, "uses_path", True))  # step lengths, for ADASS bounds
+        # step lengths, for ADASS bounds; None where the sampler does not read them
+        self.step_length = StepLength(self.flat_params) if getattr(self.sampler, "uses_path", True) else None
         self.counters = Counters()
         self.step = 0
 

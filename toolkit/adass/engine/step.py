@@ -19,8 +19,9 @@ from torch.nn import functional as F
 from ..config import RunConfig
 from ..sampling import Sampler
 
-__all__ = ["Counters", "backprop_batch", "evaluate", "flat_params", "lr_at", "make_optimizer", "make_sgd",
-           "model_device", "optimizer_step", "refresh_scores", "set_lr", "write_flat_params"]  # fmt: skip
+__all__ = ["Counters", "StepLength", "backprop_batch", "evaluate", "flat_params", "flatten_into", "lr_at",
+           "make_optimizer", "make_sgd", "model_device", "optimizer_step", "refresh_scores", "set_lr",
+           "write_flat_params"]  # fmt: skip
 
 
 @dataclass
@@ -107,19 +108,23 @@ def refresh_scores(
 
 def backprop_batch(
     model: nn.Module, sampler: Sampler, x_all: torch.Tensor, y_all: torch.Tensor,
-    idx: torch.Tensor, weights: torch.Tensor, c: Counters,
+    idx: torch.Tensor, weights: torch.Tensor, c: Counters, flat_grad: torch.Tensor | None = None,
 ) -> tuple[float, int]:  # fmt: skip
     """Forward and backward on the batch ``idx`` of ``(x_all, y_all)``; gradients are left in ``.grad``.
 
     Two-pass samplers first see a no-grad forward and choose whom to backprop. Returns the mean loss
     and how many samples were backpropagated (their forwards and backprops are added to ``c``).
-    Gradients are zeroed in place (``set_to_none=False``), so views into a flat buffer survive.
+    Gradients are zeroed in place, so views into a flat buffer survive: ``flat_grad``, the buffer
+    every ``.grad`` is a view of, in one operation; without it, one gradient at a time.
     """
-    model.zero_grad(set_to_none=False)
+    if flat_grad is None:
+        model.zero_grad(set_to_none=False)
+    else:
+        flat_grad.zero_()
     if idx.numel() == 0:
         return 0.0, 0
-    device = model_device(model)
-    x, y = x_all[idx].to(device), y_all[idx].to(device)
+    device = model_device(model) if flat_grad is None else flat_grad.device  # the gradient's is the model's
+    x, y = x_all.index_select(0, idx).to(device), y_all.index_select(0, idx).to(device)
     if sampler.two_pass:
         with torch.no_grad():
             probe = F.cross_entropy(model(x), y, reduction="none").to(idx.device)
@@ -132,9 +137,9 @@ def backprop_batch(
         if idx.numel() == 0:
             return float(probe.mean()), 0
     losses = F.cross_entropy(model(x), y, reduction="none")
-    if not sampler.two_pass:
-        sampler.observe(idx, losses.detach().to(idx.device), {"path": c.path})
     (losses * weights.to(device)).sum().div(idx.numel()).backward()
+    if not sampler.two_pass:  # after the backward, which reads nothing the sampler keeps
+        sampler.observe(idx, losses.detach().to(idx.device), {"path": c.path})
     c.backprops += int(idx.numel())
     c.forwards += int(idx.numel())
     return float(losses.detach().mean()), int(idx.numel())
@@ -145,24 +150,57 @@ def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-@torch.no_grad()
-def write_flat_params(model: nn.Module, flat: torch.Tensor, c: Counters, measure_path: bool = True) -> None:
-    """Copy ``flat`` (every parameter, flattened and concatenated, as :func:`flat_params` gives them)
-    into ``model``; with ``measure_path``, add the change's length to ``c.path`` as a step would."""
-    before = flat_params(model) if measure_path else None
+def flatten_into(tensors: Iterable[torch.Tensor], flat: torch.Tensor) -> None:
+    """Make every tensor of ``tensors`` a view of its slice of ``flat`` (in order; ``flat`` holds
+    as many values as they do together, and keeps the values they had). Parameters stay the same
+    objects, so an optimizer built over them, hooks and ``state_dict`` keys are unaffected."""
     offset = 0
-    for p in model.parameters():
-        p.copy_(flat[offset : offset + p.numel()].view_as(p))
-        offset += p.numel()
-    if measure_path:
-        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
+    with torch.no_grad():
+        for t in tensors:
+            part = flat[offset : offset + t.numel()].view_as(t)
+            part.copy_(t)
+            t.data = part
+            offset += t.numel()
 
 
-def optimizer_step(
-    model: nn.Module, opt: torch.optim.Optimizer, c: Counters, measure_path: bool = True
+class StepLength:
+    """The length ``||w_{t+1} - w_t||`` of steps on a flat parameter buffer every parameter is a view
+    of (see :func:`flatten_into`): :meth:`before` copies the buffer into a scratch buffer of the same
+    size, :meth:`after` subtracts in place and takes the norm. Nothing is allocated per step, and the
+    value is, bit for bit, the norm of the difference of two :func:`flat_params` copies taken before
+    and after: the same differences in a contiguous buffer of the same length, reduced the same way."""
+
+    def __init__(self, flat: torch.Tensor) -> None:
+        self.flat = flat
+        self.scratch = torch.empty_like(flat)
+
+    @torch.no_grad()
+    def before(self) -> None:
+        self.scratch.copy_(self.flat)
+
+    @torch.no_grad()
+    def after(self) -> float:
+        return float(torch.linalg.vector_norm(torch.sub(self.flat, self.scratch, out=self.scratch)))
+
+
+@torch.no_grad()
+def write_flat_params(
+    flat: torch.Tensor, pulled: torch.Tensor, c: Counters, length: StepLength | None = None
 ) -> None:
-    """``opt.step()``; with ``measure_path``, add the step's length ``||w_{t+1} - w_t||`` to ``c.path``."""
-    before = flat_params(model) if measure_path else None
+    """Copy ``pulled`` into the flat parameter buffer ``flat`` (every parameter a view of it, see
+    :func:`flatten_into`); with ``length``, add the change's length to ``c.path`` as a step would."""
+    if length is not None:
+        length.before()
+    flat.copy_(pulled)
+    if length is not None:
+        c.path += length.after()
+
+
+def optimizer_step(opt: torch.optim.Optimizer, c: Counters, length: StepLength | None = None) -> None:
+    """``opt.step()``; with ``length`` (over the parameters ``opt`` steps), add the step's length
+    ``||w_{t+1} - w_t||`` to ``c.path``."""
+    if length is not None:
+        length.before()
     opt.step()
-    if measure_path:
-        c.path += float(torch.linalg.vector_norm(flat_params(model) - before))
+    if length is not None:
+        c.path += length.after()

@@ -15,6 +15,7 @@ import pandas as pd
 __all__ = ["SUITES", "load_suite", "write_report"]
 
 SUITES: dict[str, str] = {
+    "step": "where a step's time goes on a 56k-sample MLP: forward and backward, optimizer, the engine's own work; per sampler",
     "samplers": "every sampler on mnist5k and a hard synthetic set, 10 seeds, with ADASS's matched controls",
     "adass_defaults": "the measurements behind ADASS's quantile and lipschitz=auto defaults",
     "exchange": "codecs x PS/ring: wire bytes, error, simulated and real loopback time",
