@@ -114,6 +114,7 @@ def test_rows_left_in_the_file_read_as_the_held_shard_holds_them(specs, name):
     assert kept.nbytes == held.nbytes - indices.numel() * (held.x[0].numel() * 4 - 8)  # row numbers, no rows
     batch = torch.tensor([7, 0, 29, 7, 3])  # any order, repeats
     assert torch.equal(kept.x[batch], held.x[batch])  # bit for bit: same bytes, same statistics
+    assert torch.equal(kept.x.index_select(0, batch), held.x.index_select(0, batch))
     assert torch.equal(kept.x[4:19], held.x[4:19]) and torch.equal(kept.x[np.array([1, 2])], held.x[1:3])
     assert torch.equal(torch.cat(list(kept.x.blocks(block_bytes=100))), held.x)
     assert torch.equal(kept.x.take(batch)[1:3], held.x[batch[1:3]])

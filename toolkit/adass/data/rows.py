@@ -104,6 +104,12 @@ class FileRows:
             records = self.rows[picked.astype(np.int64, copy=False)].reshape(-1)
         return self._read(records)
 
+    def index_select(self, dim: int, index: torch.Tensor) -> torch.Tensor:
+        """The rows at positions ``index`` (``dim`` 0 only), read now: ``tensor.index_select``'s form."""
+        if dim != 0:
+            raise ValueError(f"rows in a file are selected along dimension 0, not {dim}")
+        return self[index]
+
     def take(self, key: Any) -> FileRows:
         """Positions ``key`` of these rows, still in the file (nothing is read)."""
         picked = key.cpu().numpy() if isinstance(key, torch.Tensor) else key
