@@ -92,6 +92,13 @@ class BenchOptions(OutputOptions):
         objects=list(DEVICES), default="auto",
         doc="dml only (not with --netlab): where the replicas train, as train's --device",
     )  # fmt: skip
+    seeds = param.Integer(
+        None, allow_None=True, bounds=(1, 100), doc="frontier only: seeds per point (default 5)"
+    )
+    settings = param.String(
+        "",
+        doc="frontier only: the settings to run, comma-separated, of mnist5k, synthetic-hard, vectors-56k, images-32 (default: all)",
+    )
 
 
 class ReproduceOptions(OutputOptions):

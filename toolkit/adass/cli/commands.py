@@ -233,12 +233,15 @@ def run_bench(
     lab_workers: int | None = None,
     against: str = "",
     device: str = "auto",
+    seeds: int | None = None,
+    settings: str = "",
 ) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
     ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas
     (None: the suite's own), ``straggler_only`` its straggler case alone, ``device`` its replicas on
-    ``cpu`` or ``cuda``; other suites refuse them.
+    ``cpu`` or ``cuda``; ``seeds`` and ``settings`` choose the ``frontier`` suite's seeds and settings;
+    other suites refuse them.
     """
     from ..experiments.bench import load_suite
 
@@ -263,6 +266,16 @@ def run_bench(
         raise SpecError(
             "--against: the equivalence suite needs the git revision to compare with (e.g. HEAD~1)"
         )
+    for option, value in (("--seeds", seeds), ("--settings", settings)):
+        if value and suite != "frontier":
+            raise SpecError(f"{option}: only the frontier suite takes it, not {suite!r}")
+    if settings:
+        from ..experiments.bench.frontier import SETTINGS
+
+        unknown = [name for name in settings.split(",") if name not in SETTINGS]
+        if unknown:
+            raise SpecError(f"--settings: {unknown[0]!r} is not a setting of the frontier suite; "
+                            f"allowed: {', '.join(SETTINGS)}")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     given = {
         "netlab": netlab,
@@ -270,6 +283,8 @@ def run_bench(
         "lab_workers": lab_workers,
         "against": against,
         "device": device if device != "auto" else "",
+        "seeds": seeds,
+        "settings": settings,
     }
     extra = {k: v for k, v in given.items() if v}
     load_suite(suite).run(out, quick=quick, **extra)

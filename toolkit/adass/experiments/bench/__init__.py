@@ -16,13 +16,14 @@ __all__ = ["SUITES", "load_suite", "write_report"]
 
 SUITES: dict[str, str] = {
     "step": "where a step's time goes on a 56k-sample MLP: forward and backward, optimizer, the engine's own work; per sampler",
+    "frontier": "accuracy against backprops and time for every sampler over its knob, 5 seeds, 4 kinds of data (one compute-bound), with plots",
     "samplers": "every sampler on mnist5k and a hard synthetic set, 10 seeds, with ADASS's matched controls",
     "adass_defaults": "the measurements behind ADASS's quantile and lipschitz=auto defaults",
     "exchange": "codecs x PS/ring: wire bytes, error, simulated and real loopback time",
     "dml": "PS vs ring x codecs on a Dask cluster, P=2/4, 1 Gbit link or none, beside PyTorch DDP; ADASS vs single process",
     "dml_colocated": "PS shards colocated with the replicas vs dedicated server workers, P=4: Dask workers, epoch time",
     "codecs": "QSGD and random-k encode/decode against one read pass, reference and fused kernels, one core",
-    "data": "a data set larger than one Dask worker may hold, on 4 workers under Dask's memory limit: each replica's resident data vs its shard",
+    "data": "a data set 4x one Dask worker's memory limit on 4 workers under that limit, rows read from the file as they train: each replica's memory vs its shard",
     "faults": "kill a worker, the client and the scheduler mid-run: detection time, work lost, accuracy vs uninterrupted",
     "dashboard": "20 visitors opening the dashboard at once (seconds to a rendered page) and Start to the first accuracy point, in a browser",
     "equivalence": "final parameters and wire bytes of 60+ runs (samplers x exchanges x codecs x memories x backends) against --against REV",
