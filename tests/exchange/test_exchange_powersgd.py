@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 from exchange_cases import grads
+from powersgd_cases import ring_against_torch_hook
 
 from adass.codecs import ChunkKey, generator_for
 from adass.codecs.powersgd import plan_layers
 from adass.exchange import InProcHub, make_exchange
 from adass.registry import SpecError
 from adass.runtime import on_threads
+from adass.runtime.launch import run_processes
 
 SHAPES = [(12, 20), (12,), (5, 2, 3, 3), (5,), (3, 4)]
 N = sum(torch.Size(s).numel() for s in SHAPES)
@@ -208,3 +210,16 @@ def test_training_with_powersgd_comes_near_fp32(exchange: str) -> None:
     psgd, parameters = accuracy("powersgd:rank=2", "ef")
     assert all(torch.equal(a, b) for a, b in zip(parameters[0], parameters[2], strict=True))
     assert psgd > 0.5 and abs(psgd - fp32) < 0.05, (psgd, fp32)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 4])
+def test_ring_equals_torch_powersgd_hook_from_the_same_first_q(rank: int) -> None:
+    """torch's hook (its warm-up, warm start and error feedback) on the same gradients over gloo;
+    distinct layer shapes, so its batching by shape keeps our layer order."""
+    shapes = [(32, 40), (32,), (16, 4, 3, 3), (16,), (3, 4)]  # both matrices compressed at rank 4
+    results = run_processes(ring_against_torch_hook, 2, (shapes, rank, 2, 6), timeout_s=120)
+    for per_rank in results:
+        for step, (ours, theirs) in enumerate(per_rank):
+            ours, theirs = torch.as_tensor(ours), torch.as_tensor(theirs)
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4, msg=f"step {step}")
+    assert not torch.allclose(torch.as_tensor(results[0][5][0]), torch.as_tensor(results[0][1][0]))
