@@ -143,11 +143,27 @@ def test_ps_wire_bytes_are_the_factors_and_whole_layers() -> None:
     total = {
         phase: sum(r.wire_bytes for r in records if r.phase == phase) for phase in {r.phase for r in records}
     }
-    head = 8 + 1  # each push: its count (float64) and the round's name (one byte)
+    head = 8 + 5  # each push: its count (float64), the round's name (a byte) and its raw bytes (uint32)
     assert total["p.push"] == 3 * (4 * (plan.p_numel + plan.dense_numel) + 2 * head)
     assert total["p.pull"] == 3 * 4 * (plan.p_numel + plan.dense_numel)
     assert total["q.push"] == 3 * (4 * plan.q_numel + 2 * head)
     assert total["q.pull"] == 3 * 4 * plan.q_numel
+
+
+@pytest.mark.parametrize("spec", EXCHANGES)
+def test_raw_bytes_of_a_step_are_fp32s_so_wire_over_raw_is_the_saving(spec: str) -> None:
+    hub, exchanges = _build(spec, "powersgd:rank=2")
+    _run(hub, exchanges, range(1))
+    ours = [r for e in exchanges for r in e.report().traffic]
+    hub, exchanges = _build(spec, "fp32", memory=None)
+    _run(hub, exchanges, range(1))
+    fp32 = [r for e in exchanges for r in e.report().traffic]
+    assert sum(r.raw_bytes for r in ours) == sum(r.raw_bytes for r in fp32)
+    assert sum(r.raw_bytes for r in ours if r.phase.startswith("q.")) == 0
+    for phase in {r.phase for r in fp32}:  # the p round stands for fp32's transfers one for one
+        assert sorted(
+            (r.src, r.dst, r.chunk, r.raw_bytes) for r in ours if r.phase == f"p.{phase}"
+        ) == sorted((r.src, r.dst, r.chunk, r.raw_bytes) for r in fp32 if r.phase == phase)
 
 
 @pytest.mark.parametrize("spec", EXCHANGES)

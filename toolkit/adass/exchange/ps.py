@@ -40,7 +40,10 @@ MODES = ("sync", "async", "ssp")
 
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
-_ROUND_BYTES = 1  # a low-rank push names its round ("p", "q" or "" for the whole gradient)
+#: a low-rank push's header: its round ("p", "q" or "" for the whole gradient; a byte) and the raw
+#: fp32 bytes it stands for (uint32: the gradient slice's in round p, none in round q), which the
+#: server's reply records as its own
+_ROUND_BYTES = 1 + 4
 
 #: the subclass that a spec value selects, by (parameter, value): ``colocated=true``
 #: (ps_colocated.py), ``mode=async`` and ``mode=ssp`` (ps_async.py)
@@ -220,30 +223,33 @@ class ParameterServer(Exchange, Server):
         their weighted means."""
 
         def reduction(round_name: str, vector: torch.Tensor) -> torch.Tensor:
-            return self._round(round_name, vector, weight)
+            return self._round(round_name, vector, weight, x.numel())
 
         if self.codec.low_rank().begin_step():
             factored_step(self.codec, self.memory, x, self._key(0, 0), reduction, out, 1.0, self.clock)
         else:
-            out.copy_(self._round("", x, weight))
+            out.copy_(self._round("", x, weight, x.numel()))
         self.step += 1
         self.clock.end()
         return out
 
-    def _round(self, round_name: str, vector: torch.Tensor, weight: float) -> torch.Tensor:
+    def _round(self, round_name: str, vector: torch.Tensor, weight: float, numel: int) -> torch.Tensor:
         """One push of ``vector``'s slices to the servers and the pull of their weighted means, as
         float32 (phases ``push`` and ``pull``, after ``round_name.`` where it names a round). A
-        push's header names the round in one byte, so a server knows whether another follows."""
+        push's header names the round, so a server knows whether another follows. The raw bytes of
+        round ``p``'s pushes and pulls are fp32's for the same shard of the ``numel`` gradient values;
+        round ``q``'s none."""
         t, layout = self.transport, ChunkLayout(vector.numel(), self.servers)
         phase = f"{round_name}." if round_name else ""
+        dense = ChunkLayout(numel, self.servers).chunks
         pulls = [t.irecv(self.workers + s) for s in range(self.servers)]
         sends = []
         for s, (lo, hi) in enumerate(layout.chunks):
             tensors = {"values": vector[lo:hi].clone()} if hi > lo else {}
-            push = Payload(tensors, hi - lo, {"round": round_name}, _ROUND_BYTES)
-            sends.append(
-                t.isend(self.workers + s, with_count(push, weight), self._meta(phase + "push", 0, s))
-            )
+            raw = 4 * (dense[s][1] - dense[s][0]) if round_name in ("", ROUNDS[0]) else 0
+            push = Payload(tensors, hi - lo, {"round": round_name, "raw": raw}, _ROUND_BYTES)
+            meta = self._meta(phase + "push", 0, s, raw)
+            sends.append(t.isend(self.workers + s, with_count(push, weight), meta))
         result = torch.empty_like(vector)
         for s, (lo, hi) in enumerate(layout.chunks):
             reply = pulls[s].wait()
@@ -259,7 +265,7 @@ class ParameterServer(Exchange, Server):
         t, shard = self.transport, self.rank - self.workers
         while True:
             pushes, counts = zip(*(split_count(t.irecv(w).wait()) for w in range(self.workers)), strict=True)
-            round_name, numel = pushes[0].header["round"], pushes[0].numel
+            round_name, raw, numel = pushes[0].header["round"], pushes[0].header["raw"], pushes[0].numel
             total = sum(counts)
             require_positive(total)
             mean = torch.zeros(numel, dtype=torch.float32, device=self.device)
@@ -269,7 +275,7 @@ class ParameterServer(Exchange, Server):
                         mean += push.tensors["values"].to(self.device) * (c / total)
             reply = Payload({"values": mean} if numel else {}, numel)
             phase = f"{round_name}.pull" if round_name else "pull"
-            sends = [t.isend(w, reply, self._meta(phase, 0, shard)) for w in range(self.workers)]
+            sends = [t.isend(w, reply, self._meta(phase, 0, shard, raw)) for w in range(self.workers)]
             for h in sends:
                 h.wait()
             if round_name != ROUNDS[0]:

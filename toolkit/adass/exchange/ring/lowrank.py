@@ -6,7 +6,8 @@ the codec's, in the order ``adass.exchange.lowrank`` gives; during the codec's w
 gradient goes round once as fp32 would.
 
 Traffic records name the rounds: ``p.reduce_scatter``, ``p.all_gather``, ``q.reduce_scatter`` and
-``q.all_gather`` (plain ``reduce_scatter`` and ``all_gather`` during the warm-up). Sample counts ride
+``q.all_gather`` (plain ``reduce_scatter`` and ``all_gather`` during the warm-up); their raw bytes
+are the fp32 ring's for the same hops, counted in round ``p``, so wire over raw is the saving. Sample counts ride
 in both rounds (the two float32 slots after each reduce-scatter piece), so the owner of each piece
 scales its sum to the step's total and every rank gets the weighted mean without knowing the total.
 """
@@ -18,7 +19,7 @@ from dataclasses import replace
 import torch
 
 from ..chunking import ChunkLayout, Piece
-from ..lowrank import factored_step
+from ..lowrank import ROUNDS, factored_step
 from ..transport import Transfer
 from .dense import DenseAdd
 from .hops import Hops
@@ -49,11 +50,15 @@ def _fresh(size: int, device: torch.device) -> torch.Tensor:
     return torch.empty(size, dtype=torch.float32, device=device)
 
 
-def _named(hops: Hops, round_name: str) -> Hops:
-    """``hops`` whose transfers are recorded under ``round_name.<phase>``."""
+def _named(hops: Hops, round_name: str, layout: ChunkLayout) -> Hops:
+    """``hops`` whose transfers are recorded under ``round_name.<phase>``, with the raw bytes the
+    fp32 ring sends on the same hop for the same chunk of the gradient (``layout``) in round ``p``
+    and none in round ``q``: a step's raw bytes are fp32's, its wire bytes the factors'."""
 
     def meta(phase: str, hop: int, chunk: int) -> Transfer:
-        return replace(hops.meta(phase, hop, chunk), phase=f"{round_name}.{phase}")
+        lo, hi = layout.chunks[chunk]
+        raw = 4 * (hi - lo) if round_name == ROUNDS[0] else 0
+        return replace(hops.meta(phase, hop, chunk), phase=f"{round_name}.{phase}", raw_bytes=raw)
 
     return replace(hops, meta=meta)
 
@@ -74,7 +79,7 @@ def factor_rounds(hops: Hops, layout: ChunkLayout, reducer: LowRank, out: torch.
         sub = ChunkLayout(vector.numel(), hops.world)
         dense = reducer.dense(vector, counted, sub)
         summed = torch.empty_like(vector)
-        reduce_pieces(_named(hops, round_name), sub, dense, summed)
+        reduce_pieces(_named(hops, round_name, layout), sub, dense, summed)
         reducer.total = dense.total if dense.total is not None else reducer.total
         return summed
 
