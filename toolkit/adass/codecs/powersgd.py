@@ -152,7 +152,8 @@ class FactorStep:
         ]
         parts += [x[layer.lo : layer.hi] for layer in plan.whole]
         self.first = torch.cat(parts) if parts else x.new_zeros(0)  # (p_numel + dense_numel,)
-        self.p_hat: torch.Tensor | None = None
+        self.p_sum: torch.Tensor | None = None  # the P round's sum, once second() has it
+        self.p_hat: torch.Tensor | None = None  # its orthonormalized factors, (p_numel,)
 
     def _matrix(self, layer: Layer) -> torch.Tensor:
         return self.x[layer.lo : layer.hi].view(layer.rows, layer.cols)
@@ -173,7 +174,7 @@ class FactorStep:
     def expand(self, q_sum: torch.Tensor, out: torch.Tensor) -> list[torch.Tensor]:
         """Write the step's result into ``out`` (numel,) and return each layer's ``Q`` (cols, r), to
         start the next step from."""
-        if self.p_hat is None:
+        if self.p_hat is None or self.p_sum is None:
             raise RuntimeError("FactorStep.expand before second")
         return assemble(self.plan, self.p_hat, self.p_sum[self.plan.p_numel :], q_sum, out)
 
@@ -283,10 +284,8 @@ class PowerSGD(Codec):
         x = as_chunk(x)
         step = self.factorize(x, key)
         q = step.second(step.first)
-        assert step.p_hat is not None
-        plan = self.require_plan(x.numel())
-        tensors = {"p": step.p_hat, "q": q, "dense": step.first[plan.p_numel :].clone()}
-        return Payload(tensors, x.numel())
+        dense = step.first[step.plan.p_numel :].clone()
+        return Payload({"p": step.p_hat, "q": q, "dense": dense}, x.numel())  # type: ignore[dict-item]
 
     def decode(self, payload: Payload) -> torch.Tensor:
         """``P^ Q^T`` of every compressed layer, the whole layers as sent."""
