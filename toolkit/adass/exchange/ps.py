@@ -161,8 +161,10 @@ class ParameterServer(Exchange, Server):
         if codec.low_rank() is not None:
             owner = f"exchange 'ps' with codec {codec.name!r}"
             if update != "replica" or colocated or pull != "fp32":
-                raise SpecError(f"{owner}: the servers average factors, not gradients, so the codec needs "
-                                "update=replica, pull=fp32 and dedicated servers (colocated=false)")  # fmt: skip
+                raise SpecError(
+                    f"{owner}: the servers average factors, not gradients, so the codec needs "
+                    "update=replica, pull=fp32 and dedicated servers (colocated=false)"
+                )
             check_low_rank("exchange 'ps'", codec, memory)
         if staleness and mode != "ssp":
             raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "

@@ -7,9 +7,10 @@ gradient goes round once as fp32 would.
 
 Traffic records name the rounds: ``p.reduce_scatter``, ``p.all_gather``, ``q.reduce_scatter`` and
 ``q.all_gather`` (plain ``reduce_scatter`` and ``all_gather`` during the warm-up); their raw bytes
-are the fp32 ring's for the same hops, counted in round ``p``, so wire over raw is the saving. Sample counts ride
-in both rounds (the two float32 slots after each reduce-scatter piece), so the owner of each piece
-scales its sum to the step's total and every rank gets the weighted mean without knowing the total.
+are the fp32 ring's for the same hops, counted in round ``p``, so wire over raw is the saving.
+Sample counts ride in both rounds (the two float32 slots after each reduce-scatter piece), so the
+owner of each piece scales its sum to the step's total and every rank gets the weighted mean
+without knowing the total.
 """
 
 from __future__ import annotations
