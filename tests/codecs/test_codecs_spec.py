@@ -11,7 +11,7 @@ from adass.registry import SpecError
 
 
 def test_registry_names() -> None:
-    assert CODECS.names() == ["bf16", "fp16", "fp32", "qsgd", "randk", "sharedk", "topk"]
+    assert CODECS.names() == ["bf16", "fp16", "fp32", "powersgd", "qsgd", "randk", "sharedk", "topk"]
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS)

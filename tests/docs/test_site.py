@@ -55,8 +55,8 @@ def _text(page: Path) -> str:
 
 def test_every_page_of_the_site_is_built(site: Path):
     for page in ("index", "getting-started", "concepts/adass", "concepts/exchanges", "concepts/q-adass",
-                 "concepts/rs-adass", "concepts/memory", "howto/your-data", "howto/dask-cluster",
-                 "howto/network-lab", "howto/dashboard", "howto/reproduce", "reference/cli",
+                 "concepts/rs-adass", "concepts/powersgd", "concepts/memory", "howto/your-data",
+                 "howto/dask-cluster", "howto/network-lab", "howto/dashboard", "howto/reproduce", "reference/cli",
                  "reference/records", "reference/api", "results", "results/benchmarks"):  # fmt: skip
         assert (site / f"{page}.html").is_file(), f"{page} was not built"
     for notebook in sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.ipynb")):

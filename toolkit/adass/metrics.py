@@ -83,7 +83,8 @@ class TrafficRecord:
     epoch: int = _column("epoch, from 0")
     step: int = _column("step, from 0, running on across epochs")
     phase: str = _column(
-        "`push`, `pull` (parameter server), `reduce_scatter`, `all_gather` (ring) or `scale` (the ring's shared-scale agreement, one round before the reduce)"
+        "`push`, `pull` (parameter server), `reduce_scatter`, `all_gather` (ring) or `scale` (the ring's shared-scale agreement, one round before the reduce); "
+        "a low-rank codec's two rounds put `p.` and `q.` before these (`p.reduce_scatter`, `q.push`)"
     )
     hop: int = _column("the hop within the phase")
     src: int = _column("sending rank (PS shards are the last ranks)")

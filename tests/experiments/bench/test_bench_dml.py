@@ -180,7 +180,7 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
     missed = rs_goals(
         _lab_table((50.0, 70.0, 65.0, 150.0, 140.0, 120.0, 130.0), (0.85, 0.88, 0.88, 0.95, 0.93, 0.93, 0.94))
     )
-    assert len(missed) == 2 and (missed["met"] == "no").all()
+    assert len(missed) == len(netlab_dml.PSGD_RANKS) and (missed["met"] == "no").all()
     assert netlab_dml.RS_CODECS[3] in missed["measured"].iloc[0]  # the most accurate arm is shown
     # arms both faster and as accurate: met, and the fastest of them is the one reported
     met = rs_goals(
@@ -188,6 +188,14 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
     )
     assert (met["met"] == "yes").all()
     assert met["measured"].str.startswith(netlab_dml.RS_CODECS[6]).all()
+
+
+def test_powersgd_goal_compares_each_rank_with_ddp_hook():
+    table = _lab_table((100.0,) * 7, (0.9,) * 7)
+    table.loc[table["arm"] == "ring PowerSGD rank 2", "step_ms"] = 111.0  # 1.11x the hook's 100 ms
+    goals = netlab_dml.lab_targets(table)
+    psgd = goals[goals["goal"].str.startswith("ring PowerSGD")].set_index("goal")["met"]
+    assert list(psgd) == ["yes", "no", "yes"] and "rank 2 step" in psgd.index[1]
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,15 @@
-"""Gradient codecs: dense floats, QSGD, random-k, top-k, shared-k, and stacks of them (a memory such
-as error feedback lives beside a codec, in ``adass.memory``).
+"""Gradient codecs: dense floats, QSGD, random-k, top-k, shared-k, PowerSGD's low-rank factors, and
+stacks of them (a memory such as error feedback lives beside a codec, in ``adass.memory``).
 
 Build one from a spec with ``make_codec("randk:ratio=0.01+qsgd:bits=8")``; the protocol lives in
 ``base.py``. Codecs do math only and never call a collective.
 """
 
-from . import fp, qsgd, randk, shared, topk  # noqa: F401  (each module registers its codecs)
+from . import fp, powersgd, qsgd, randk, shared, topk  # noqa: F401  (each module registers its codecs)
 from .base import ChunkKey, Codec, Payload, as_chunk, generator_for, stable_seed
 from .fp import FloatCodec
 from .packing import bits_for, pack_bits, packed_nbytes, unpack_bits
+from .powersgd import PowerSGD
 from .qsgd import QSGD
 from .randk import RandomK
 from .shared import SharedK
@@ -25,6 +26,7 @@ __all__ = [
     "Codec",
     "FloatCodec",
     "Payload",
+    "PowerSGD",
     "RandomK",
     "SharedK",
     "Sparsifier",

@@ -125,7 +125,8 @@ class Codec(ABC):
 
     Methods say more about a codec's structure, so an exchange never looks at its class:
     ``keyed_values()`` (coordinates that follow from the chunk key, and the codec of the kept
-    values), ``set_epoch(epoch)`` (a wire format that follows a schedule) and ``observe(averaged,
+    values), ``low_rank()`` (factors of whole layers, reduced in two rounds), ``set_epoch(epoch)``
+    (a wire format that follows a schedule) and ``observe(averaged,
     key)`` with ``codec_state()`` (a codec that learns from the averaged result every worker holds
     after an all-reduce, and what a checkpoint keeps of it). A memory (``adass.memory``) asks only
     ``contractive`` and ``sparse``.
@@ -208,6 +209,12 @@ class Codec(ABC):
     def keyed_values(self) -> KeyedValues | None:
         """Where this codec keeps coordinates that follow from the chunk key alone (the same on
         every worker): its selector and the codec of the kept values. None (the default) otherwise."""
+        return None
+
+    def low_rank(self) -> Any:
+        """Where this codec sends low-rank factors of whole layers, reduced in two rounds per step
+        that the exchange runs (``powersgd``): the object that does the math between the rounds
+        (:class:`~adass.codecs.powersgd.PowerSGD`). None (the default) for per-chunk codecs."""
         return None
 
     def set_epoch(self, epoch: int) -> None:

@@ -86,6 +86,8 @@ class Engine:
         self.state = state
         self.agreement = agreement if agreement is not None else LocalAgreement()
         self.exchange = exchange
+        if exchange is not None:  # a codec that compresses whole layers (powersgd) needs their shapes
+            exchange.set_layers([tuple(p.shape) for p in state.model.parameters()])
         if exchange is not None and exchange.take_momentum(state.config.optim.momentum):
             # momentum correction (mc(SPEC)): the exchange applies the momentum before it encodes
             state.optimizer = make_optimizer(state.model, state.config, momentum=0.0)

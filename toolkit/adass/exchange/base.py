@@ -105,6 +105,14 @@ class Exchange(ABC):
         self._epoch = int(epoch)
         self.codec.set_epoch(self._epoch)
 
+    def set_layers(self, shapes: list[tuple[int, ...]]) -> None:
+        """Tell the exchange the parameter shapes its flat gradients are made of, in order (the
+        engine does, from the model); a codec that compresses whole layers (``powersgd``) needs
+        them, others ignore them."""
+        low_rank = self.codec.low_rank()
+        if low_rank is not None:
+            low_rank.set_layers(shapes)
+
     def take_momentum(self, momentum: float) -> bool:
         """Where this exchange's memory owns the optimizer's momentum (momentum correction), it keeps
         ``momentum`` as its factor and this returns True: the optimizer must then step without

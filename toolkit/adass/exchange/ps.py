@@ -28,6 +28,7 @@ from ..registry import Param, SpecError
 from .base import EXCHANGES, Exchange, output_buffer
 from .chunking import ChunkLayout
 from .counts import grid_count, require_positive, split_count, with_count
+from .lowrank import ROUNDS, check_low_rank, factored_step
 from .serving import Server, ShardUpdate
 from .topology import ServerTopology, declares
 from .transport import Transport
@@ -39,6 +40,10 @@ MODES = ("sync", "async", "ssp")
 
 
 _EMPTY = Payload({}, numel=0)  # an empty slice travels as nothing but a frame
+#: a low-rank push's header: its round ("p", "q" or "" for the whole gradient; a byte) and the raw
+#: fp32 bytes it stands for (uint32: the gradient slice's in round p, none in round q), which the
+#: server's reply records as its own
+_ROUND_BYTES = 1 + 4
 
 #: the subclass that a spec value selects, by (parameter, value): ``colocated=true``
 #: (ps_colocated.py), ``mode=async`` and ``mode=ssp`` (ps_async.py)
@@ -153,6 +158,14 @@ class ParameterServer(Exchange, Server):
         if update == "server" and memory is not None and memory.owns_momentum:
             raise SpecError(f"exchange 'ps': update=server applies the momentum on the servers; memory "
                             f"{memory.name!r} applies it on the workers already (use memory ef or update=replica)")  # fmt: skip
+        if codec.low_rank() is not None:
+            owner = f"exchange 'ps' with codec {codec.name!r}"
+            if update != "replica" or colocated or pull != "fp32":
+                raise SpecError(
+                    f"{owner}: the servers average factors, not gradients, so the codec needs "
+                    "update=replica, pull=fp32 and dedicated servers (colocated=false)"
+                )
+            check_low_rank("exchange 'ps'", codec, memory)
         if staleness and mode != "ssp":
             raise SpecError(f"exchange 'ps': staleness={staleness} bounds mode=ssp only; "
                             f"with mode={mode} it must be 0")  # fmt: skip
@@ -193,6 +206,8 @@ class ParameterServer(Exchange, Server):
         clock.begin()
         x = flat_grad.detach().reshape(-1).to(torch.float32)
         weight = 1.0 if count is None else grid_count(count)
+        if self.codec.low_rank() is not None:
+            return self._reduce_low_rank(x, weight, output_buffer(out, x))
         layout = ChunkLayout(x.numel(), self.servers)
         pulls = [t.irecv(self.workers + s) for s in range(self.servers)]
         sends = []
@@ -203,6 +218,70 @@ class ParameterServer(Exchange, Server):
         return self._finish(
             layout, output_buffer(out, x), lambda s: self._take_pull(s, pulls[s].wait()), sends
         )
+
+    def _reduce_low_rank(self, x: torch.Tensor, weight: float, out: torch.Tensor) -> torch.Tensor:
+        """A step of a low-rank codec: the whole gradient as fp32 during its warm-up, else the ``P``
+        and ``Q`` rounds (``adass.exchange.lowrank``), each a push of float32 slices and a pull of
+        their weighted means."""
+
+        def reduction(round_name: str, vector: torch.Tensor) -> torch.Tensor:
+            return self._round(round_name, vector, weight, x.numel())
+
+        if self.codec.low_rank().begin_step():
+            factored_step(self.codec, self.memory, x, self._key(0, 0), reduction, out, 1.0, self.clock)
+        else:
+            out.copy_(self._round("", x, weight, x.numel()))
+        self.step += 1
+        self.clock.end()
+        return out
+
+    def _round(self, round_name: str, vector: torch.Tensor, weight: float, numel: int) -> torch.Tensor:
+        """One push of ``vector``'s slices to the servers and the pull of their weighted means, as
+        float32 (phases ``push`` and ``pull``, after ``round_name.`` where it names a round). A
+        push's header names the round, so a server knows whether another follows. The raw bytes of
+        round ``p``'s pushes and pulls are fp32's for the same shard of the ``numel`` gradient values;
+        round ``q``'s none."""
+        t, layout = self.transport, ChunkLayout(vector.numel(), self.servers)
+        phase = f"{round_name}." if round_name else ""
+        dense = ChunkLayout(numel, self.servers).chunks
+        pulls = [t.irecv(self.workers + s) for s in range(self.servers)]
+        sends = []
+        for s, (lo, hi) in enumerate(layout.chunks):
+            tensors = {"values": vector[lo:hi].clone()} if hi > lo else {}
+            raw = 4 * (dense[s][1] - dense[s][0]) if round_name in ("", ROUNDS[0]) else 0
+            push = Payload(tensors, hi - lo, {"round": round_name, "raw": raw}, _ROUND_BYTES)
+            meta = self._meta(phase + "push", 0, s, raw)
+            sends.append(t.isend(self.workers + s, with_count(push, weight), meta))
+        result = torch.empty_like(vector)
+        for s, (lo, hi) in enumerate(layout.chunks):
+            reply = pulls[s].wait()
+            if hi > lo:
+                result[lo:hi] = reply.tensors["values"]
+        for h in sends:
+            h.wait()
+        return result
+
+    def _serve_rounds(self) -> torch.Tensor:
+        """A server's step under a low-rank codec: weighted means of float32 pushes, replied as they
+        are, round after round until one that is not ``p`` (``q``, or the whole gradient)."""
+        t, shard = self.transport, self.rank - self.workers
+        while True:
+            pushes, counts = zip(*(split_count(t.irecv(w).wait()) for w in range(self.workers)), strict=True)
+            round_name, raw, numel = pushes[0].header["round"], pushes[0].header["raw"], pushes[0].numel
+            total = sum(counts)
+            require_positive(total)
+            mean = torch.zeros(numel, dtype=torch.float32, device=self.device)
+            with self.clock.decoding:
+                for c, push in zip(counts, pushes, strict=True):
+                    if numel:
+                        mean += push.tensors["values"].to(self.device) * (c / total)
+            reply = Payload({"values": mean} if numel else {}, numel)
+            phase = f"{round_name}.pull" if round_name else "pull"
+            sends = [t.isend(w, reply, self._meta(phase, 0, shard, raw)) for w in range(self.workers)]
+            for h in sends:
+                h.wait()
+            if round_name != ROUNDS[0]:
+                return mean
 
     def _finish(
         self, layout: ChunkLayout, out: torch.Tensor, reply: Callable[[int], Payload], sends: list
@@ -250,6 +329,11 @@ class ParameterServer(Exchange, Server):
             raise RuntimeError(f"rank {self.rank} is a worker; call reduce() there")
         t, shard, clock = self.transport, self.rank - self.workers, self.clock
         clock.begin()
+        if self.codec.low_rank() is not None:
+            mean = self._serve_rounds()
+            self.step += 1
+            clock.end()
+            return mean
         handles = [t.irecv(w) for w in range(self.workers)]
         mean, reply = self._serve(shard, [handle.wait() for handle in handles])
         sends = [t.isend(w, reply, self._meta("pull", 0, shard)) for w in range(self.workers)]

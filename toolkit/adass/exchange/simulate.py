@@ -17,7 +17,7 @@ from ..registry import SpecError, parse_spec
 from .base import EXCHANGES, check
 from .link import Link, parse_link, stage_seconds, traffic_frame
 from .topology import Topology, topology_of
-from .transport import MAX_WORLD, PHASES, InProcHub
+from .transport import MAX_WORLD, PHASES, InProcHub, split_phase
 
 __all__ = ["SimulationResult", "simulate"]
 
@@ -100,11 +100,13 @@ def _run_ranks(hub: InProcHub, work: Callable[[int], None]) -> None:
 
 
 def _in_step_order(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the order the step runs them: by phase (``PHASES``), hop, then sender."""
-    order = frame.phase.map({p: i for i, p in enumerate(PHASES)}).fillna(len(PHASES))
-    keyed = frame.assign(_order=order)
-    keyed = keyed.sort_values(["_order", "hop", "src", "dst", "chunk"], kind="stable")
-    return keyed.drop(columns="_order").reset_index(drop=True)
+    """Rows in the order the step runs them: by round (a low-rank codec's ``p`` before ``q``), phase
+    (``PHASES``), hop, then sender."""
+    parts = [split_phase(phase) for phase in frame.phase]
+    rank = {p: i for i, p in enumerate(PHASES)}
+    keyed = frame.assign(_round=[r for r, _ in parts], _order=[rank.get(p, len(PHASES)) for _, p in parts])
+    keyed = keyed.sort_values(["_round", "_order", "hop", "src", "dst", "chunk"], kind="stable")
+    return keyed.drop(columns=["_round", "_order"]).reset_index(drop=True)
 
 
 def _codec_name(spec: str) -> str:
@@ -122,6 +124,7 @@ def simulate(
     counts: Sequence[float] | None = None,
     step: int = 0,
     timeout_s: float = 120.0,
+    layers: Sequence[Sequence[int]] | None = None,
 ) -> SimulationResult:
     """Run one exchange step over P in-process workers.
 
@@ -142,6 +145,9 @@ def simulate(
         Per-worker sample counts for the weighted mean; None: equal weights.
     timeout_s : float
         Give up if a worker waits this long for a message.
+    layers : sequence of shapes, optional
+        The parameter shapes the gradients are made of (``Exchange.set_layers``), which a codec that
+        compresses whole layers (``powersgd``) needs.
 
     Returns
     -------
@@ -180,6 +186,8 @@ def simulate(
         ex = EXCHANGES.build(exchange, transport=hub.transport(rank, model),
                              codec=codec_spec, seed=seed)  # fmt: skip
         ex.step = step
+        if layers is not None:
+            ex.set_layers([tuple(shape) for shape in layers])
         if rank < workers:
             outputs[rank] = ex.reduce(grads[rank], None if counts is None else counts[rank])
         else:

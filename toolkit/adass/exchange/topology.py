@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from ..registry import SpecError
 from .link import Link, stage_seconds
+from .transport import split_phase
 
 __all__ = ["TOPOLOGIES", "ServerTopology", "Topology", "declares", "topology_of"]
 
@@ -59,7 +60,9 @@ class ServerTopology(Topology):
                             f"servers must be <= workers ({workers}); give servers=1..{workers} or more workers")  # fmt: skip
 
     def stage(self, phase: str, hop: int) -> str:
-        return "pull" if phase == "pull" else "push"
+        round_name, own = split_phase(phase)  # each round of a low-rank codec pushes and pulls
+        stage = "pull" if own == "pull" else "push"
+        return f"{round_name}.{stage}" if round_name else stage
 
 
 #: exchange name -> its family's declaration; a name without one is a plain all-worker exchange

@@ -16,12 +16,17 @@ _LISTED_SHARDS = 4
 _SERVER_COLUMNS = ("shard", "rank", "push_bytes", "pull_bytes", "push_messages", "pull_messages")
 
 
+def _is(traffic: pd.DataFrame, phase: str) -> pd.Series:
+    """Rows of ``phase`` in any round (a low-rank codec pushes and pulls once per round: ``p.push``)."""
+    return traffic["phase"].str.rsplit(".", n=1).str[-1] == phase
+
+
 def server_ranks(traffic: pd.DataFrame) -> list[int]:
     """Ranks that received pushes and push nothing themselves (dedicated Parameter Server shards);
     empty for a ring and for shards that replicas serve (``colocated=true``)."""
     if not len(traffic):
         return []
-    pushes = traffic[traffic["phase"] == "push"]
+    pushes = traffic[_is(traffic, "push")]
     return sorted(int(r) for r in set(pushes["dst"].unique()) - set(pushes["src"].unique()))
 
 
@@ -35,7 +40,7 @@ def server_bytes(traffic: pd.DataFrame) -> pd.DataFrame:
     """
     parts = []
     for phase, rank in (("push", "dst"), ("pull", "src")):
-        rows = traffic[traffic["phase"] == phase] if len(traffic) else traffic
+        rows = traffic[_is(traffic, phase)] if len(traffic) else traffic
         grouped = rows.groupby(["chunk", rank])["wire_bytes"].agg(["sum", "count"]) if len(rows) else None
         if grouped is not None:
             grouped.index.names = ["shard", "rank"]
@@ -56,7 +61,7 @@ def held_shards(traffic: pd.DataFrame, per_server: pd.DataFrame | None = None) -
     per_server = server_bytes(traffic) if per_server is None else per_server
     if not len(per_server):
         return {}
-    pushers = set(traffic.loc[traffic["phase"] == "push", "src"].unique())
+    pushers = set(traffic.loc[_is(traffic, "push"), "src"].unique())
     return {
         int(r): int(s) for s, r in zip(per_server["shard"], per_server["rank"], strict=True) if r in pushers
     }

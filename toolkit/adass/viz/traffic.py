@@ -69,16 +69,21 @@ def chunk_bytes(traffic: pd.DataFrame, world: int | None = None) -> hv.Bars:
     """Raw and wire bytes per chunk, averaged over the steps present (what a codec saves, chunk by chunk).
 
     Grey bars are the raw fp32 size, blue the encoded payload; the legend says which is which. A
-    ``world`` of 0 (the run trains in one process) titles the empty view so.
+    low-rank codec's two rounds show as chunks of their own (``p 0`` ... then ``q 0`` ...), fp32's
+    raw bytes under ``p``. A ``world`` of 0 (the run trains in one process) titles the empty view so.
     """
     if len(traffic):
-        per_step = traffic.groupby(["step", "chunk"], as_index=False)[["raw_bytes", "wire_bytes"]].sum()
-        means = per_step.groupby("chunk", as_index=False)[["raw_bytes", "wire_bytes"]].mean()
+        # a low-rank codec's rounds (``p.reduce_scatter``) have chunks of their own: "p 0", "q 0"
+        bytes_of = ["raw_bytes", "wire_bytes"]
+        rounds = traffic.assign(round=traffic["phase"].str.rpartition(".")[0])
+        per_step = rounds.groupby(["step", "round", "chunk"], as_index=False)[bytes_of].sum()
+        means = per_step.groupby(["round", "chunk"], as_index=False)[bytes_of].mean()
+        ids = means["chunk"].astype(int).astype(str)
+        means = means.assign(chunk=(means["round"] + " ").where(means["round"] != "", "") + ids)
         frame = means.melt(
             id_vars="chunk", value_vars=["raw_bytes", "wire_bytes"], var_name="kind", value_name="bytes"
         )
         frame["kind"] = frame["kind"].str.removesuffix("_bytes")
-        frame["chunk"] = frame["chunk"].astype(int).astype(str)
         ratio = means["wire_bytes"].sum() / max(means["raw_bytes"].sum(), 1)
         title = f"bytes per chunk and step (wire/raw {ratio:.2f})"
     else:  # zero bars keep the chunk axis categorical until traffic arrives

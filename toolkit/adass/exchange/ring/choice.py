@@ -26,6 +26,7 @@ from .dense import DenseAdd
 from .direct import DirectAdd
 from .gather_sum import GatherSum
 from .hops import Hops
+from .lowrank import LowRank, factor_rounds
 from .reducer import Reducer
 from .requantize import Requantize
 from .schedule import reduce_pieces
@@ -74,13 +75,15 @@ def _float_values(codec: Codec) -> bool:
     return keyed is not None and keyed.values is None
 
 
-# Summable codecs that need no scale add directly under either strategy, since there is nothing to
+# A low-rank codec (powersgd) reduces its factors in rounds of its own under any strategy. Summable
+# codecs that need no scale add directly under either strategy, since there is nothing to
 # agree on: lossless ones (fp32) as raw values summed in place (unless a memory must see the share:
 # momentum correction, mc(fp32), is then a direct add), plain random-k as its kept values
 # summed in place (with error feedback, its encoded share, whose residual the memory keeps);
 # quantizers requantize or share a scale; codecs that are neither (top-k) fall back to an
 # all-gather of payloads.
 REDUCERS: tuple[Row, ...] = (
+    Row("lowrank", lambda codec, strategy, feedback: codec.low_rank() is not None, LowRank, factor_rounds),
     Row("allgather", lambda codec, strategy, feedback: strategy == "allgather", GatherSum, gather_pieces),
     Row(
         "dense",

@@ -17,6 +17,7 @@ from ...registry import Param
 from ..base import EXCHANGES, Exchange, output_buffer, require
 from ..chunking import ChunkLayout, Piece
 from ..counts import grid_count, require_positive
+from ..lowrank import check_low_rank
 from ..topology import Topology, declares
 from ..transport import Transfer, Transport
 from .choice import choose
@@ -92,6 +93,9 @@ class RingExchange(Exchange):
     def check(cls, codec: Codec, memory: Memory | None = None, strategy: str = "requantize",
               segment_kb: int = 0) -> None:  # fmt: skip
         owner, name = f"exchange 'ring:strategy={strategy}'", codec.name
+        if codec.low_rank() is not None:  # its factors add as fp32 whatever the strategy
+            check_low_rank(owner, codec, memory)
+            return
         if strategy == "shared_scale":
             require(
                 codec.traits.summable or codec.traits.can_share_scale or codec.traits.needs_shared_scale,

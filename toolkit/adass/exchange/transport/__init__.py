@@ -4,7 +4,7 @@ of payloads, bare buffers for payloads of a known layout, and the layouts a ring
 keep from step to step, and the pipeline piece sizes of a gloo link (``segments``).
 """
 
-from .base import PHASES, RecvHandle, SendHandle, TrafficLog, Transfer, Transport
+from .base import PHASES, RecvHandle, SendHandle, TrafficLog, Transfer, Transport, split_phase
 from .gloo import GlooTransport
 from .inproc import MAX_WORLD, InProcHub, InProcTransport
 from .segments import LOOPBACK_SEGMENT_BYTES, NETWORK_SEGMENT_BYTES, is_loopback, segment_bytes_for
@@ -24,4 +24,5 @@ __all__ = [
     "Transport",
     "is_loopback",
     "segment_bytes_for",
+    "split_phase",
 ]

@@ -18,9 +18,20 @@ from ...codecs.base import Payload
 from ...metrics import TrafficRecord
 from ..link import Link, LinkClock
 
-__all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport"]
+__all__ = ["PHASES", "RecvHandle", "SendHandle", "TrafficLog", "Transfer", "Transport", "split_phase"]
 
 PHASES = ("scale", "push", "reduce_scatter", "all_gather", "pull")
+
+
+def split_phase(phase: str) -> tuple[str, str]:
+    """``(round, phase)`` of a recorded phase: an exchange that reduces in rounds (a low-rank codec's
+    ``p`` and ``q``) names its transfers ``ROUND.PHASE``; other phases have the round ``""``.
+
+    >>> split_phase("q.reduce_scatter"), split_phase("push")
+    (('q', 'reduce_scatter'), ('', 'push'))
+    """
+    round_name, _, own = phase.rpartition(".")
+    return round_name, own
 
 
 @dataclass(frozen=True)
