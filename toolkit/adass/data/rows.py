@@ -32,7 +32,7 @@ from .feature_stats import Standardization
 from .files import open_file
 from .records import read_records
 
-__all__ = ["FileRows", "is_file_rows"]
+__all__ = ["FileRows"]
 
 
 @dataclass
@@ -171,8 +171,3 @@ class FileRows:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _stream=None, _lock=threading.Lock())
-
-
-def is_file_rows(x: Any) -> bool:
-    """Whether ``x`` is rows kept in their file (a :class:`FileRows`) rather than a tensor."""
-    return isinstance(x, FileRows)
