@@ -75,10 +75,15 @@ def read_npy(file: Location, rows: np.ndarray | None = None) -> np.ndarray:
         raise DataError(f"npy: {file}: cannot read ({type(err).__name__}: {err})") from None
 
 
-def npy_rows(file: Location, rows: np.ndarray | None = None) -> FileRows:
+def npy_rows(
+    file: Location,
+    rows: np.ndarray | None = None,
+    header: tuple[tuple[int, ...], np.dtype, int] | None = None,
+) -> FileRows:
     """Rows ``rows`` (default: all) of the ``.npy`` file ``file``, left in the file until read;
-    ``(n, H, W)`` arrays are read as ``(n, 1, H, W)`` one-channel images, as the loader reads them."""
-    shape, dtype, offset = _header(file)
+    ``(n, H, W)`` arrays are read as ``(n, 1, H, W)`` one-channel images, as the loader reads them.
+    ``header``: the file's shape, dtype and data offset where the caller has read them already."""
+    shape, dtype, offset = header or _header(file)
     if len(shape) not in (2, 3, 4):
         raise DataError(f"npy: {file}: shape {shape}; expected (n, d), (n, H, W) or (n, C, H, W)")
     rows = np.arange(shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
@@ -121,7 +126,8 @@ def load_npy(
     files = {key: find_file("npy", folder, file_name, gz=False) for key, file_name in FILE_NAMES.items()}
     y_train = _labels(files["y_train"], read_npy(files["y_train"]))  # every label: the counts must agree
     y_test = _labels(files["y_test"], read_npy(files["y_test"]))
-    x_test, train_shape = read_npy(files["x_test"]), _header(files["x_train"])[0]
+    x_test, train_header = read_npy(files["x_test"]), _header(files["x_train"])
+    train_shape = train_header[0]
     for split, shape, y in (("train", train_shape, y_train), ("test", x_test.shape, y_test)):
         if y.shape[0] != shape[0]:
             raise DataError(
@@ -135,7 +141,7 @@ def load_npy(
         raise DataError(
             f"npy: {folder}: train rows are {train_shape[1:]} but test rows are {x_test.shape[1:]}"
         )
-    x_train = npy_rows(files["x_train"], rows) if in_file else read_npy(files["x_train"], rows)
+    x_train = npy_rows(files["x_train"], rows, train_header) if in_file else read_npy(files["x_train"], rows)
     classes = classes or int(max(y_train.max(initial=0), y_test.max(initial=0))) + 1
     if rows is not None:
         y_train = y_train[rows]

@@ -111,6 +111,12 @@ def images_npy(folder: Path, n_train: int, n_test: int, classes: int, seed: int 
     return folder
 
 
+def _standard_error(values: np.ndarray | pd.Series) -> float:
+    """Standard error of the mean of ``values`` (NaN for fewer than two)."""
+    values = np.asarray(values, dtype=float)
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
 def _spec(method: str, value: float) -> str:
     knob = METHODS[method][0]
     return "full" if method == "full" else f"{method}:{knob}={value:g}"
@@ -152,7 +158,7 @@ def frontier_points(runs: pd.DataFrame) -> pd.DataFrame:
     grouped = runs.groupby(["method", "value"], sort=False)
     points = grouped.agg(
         backprop_frac=("backprop_frac", "mean"), time_frac=("time_frac", "mean"), test_acc=("test_acc", "mean"),
-        acc_se=("test_acc", lambda a: a.std(ddof=1) / math.sqrt(len(a)) if len(a) > 1 else float("nan")),
+        acc_se=("test_acc", _standard_error),
         seeds=("seed", "nunique"),
     ).reset_index()  # fmt: skip
     return points
@@ -178,8 +184,7 @@ def _gap_at_equal_cost(runs: pd.DataFrame, a: str, b: str, cost: str) -> tuple[f
     gaps = np.array(
         [np.mean(np.interp(grid, xa, ya[s]) - np.interp(grid, xb, yb[s])) for s in range(len(ya))]
     )
-    se = float(gaps.std(ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else float("nan")
-    return float(gaps.mean()), se, len(gaps)
+    return float(gaps.mean()), _standard_error(gaps), len(gaps)
 
 
 def _cost_at_equal_accuracy(runs: pd.DataFrame, a: str, b: str, cost: str) -> tuple[float, float]:
@@ -200,8 +205,7 @@ def _cost_at_equal_accuracy(runs: pd.DataFrame, a: str, b: str, cost: str) -> tu
         gaps.append(float(np.mean(need_a - need_b)))
     if not gaps:
         return float("nan"), float("nan")
-    se = float(np.std(gaps, ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else float("nan")
-    return float(np.mean(gaps)), se
+    return float(np.mean(gaps)), _standard_error(gaps)
 
 
 def compare_frontiers(runs: pd.DataFrame, ours: str = "adass") -> pd.DataFrame:
@@ -227,8 +231,11 @@ def default_check(runs: pd.DataFrame) -> dict:
     acc = runs.pivot_table(index="seed", columns=["method", "value"], values="test_acc")
     cost = runs[(runs["method"] == "adass") & (runs["value"] == DEFAULT_EPS)]["backprop_frac"].mean()
     d = (acc[("adass", DEFAULT_EPS)] - acc[("full", 1.0)]).dropna()
-    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else float("nan")
-    return {"backprop_frac": float(cost), "acc_gap_points": 100 * float(d.mean()), "se_points": 100 * se}
+    return {
+        "backprop_frac": float(cost),
+        "acc_gap_points": 100 * float(d.mean()),
+        "se_points": 100 * _standard_error(d),
+    }
 
 
 def plot(points: pd.DataFrame, name: str, path: Path) -> None:
