@@ -3,6 +3,7 @@ on the same gradients (the functions must live in an importable module)."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import torch
@@ -64,4 +65,6 @@ def ring_against_torch_hook(
         ours = ring.reduce(x.clone())
         theirs = torch_powersgd.powerSGD_hook(state, Bucket(x.clone(), shapes)).wait()
         out.append((ours, theirs.clone()))
+    del state  # its futures' callbacks are released here, in the main thread, not in gloo's
+    gc.collect()
     return out

@@ -59,6 +59,11 @@ def _entry(fn: Callable, rank: int, world: int, store_file: str, timeout_s: floa
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         results.put((rank, False, traceback.format_exc()))
     finally:
+        # The result reaches the parent before the group is torn down: a backend that aborts
+        # the process while it ends its threads (gloo has, when a future's callback held the
+        # last reference to its work) then costs nothing but the exit code.
+        results.close()
+        results.join_thread()
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -116,7 +121,7 @@ def run_processes(
             try:
                 rank, ok, value = results.get(timeout=min(remaining, 1.0))
             except queue.Empty:
-                dead = [p.name for p in procs if p.exitcode not in (None, 0)]
+                dead = [p.name for r, p in enumerate(procs) if r not in out and p.exitcode not in (None, 0)]
                 if dead:
                     raise RuntimeError(f"gloo processes died without a result: {dead}") from None
                 continue
