@@ -26,7 +26,7 @@ import pytest
 import torch
 from lab_cases import lab, web_server
 
-from adass.netlab import signal_process, start_cluster
+from adass.netlab import signal_process, start_cluster, start_worker
 from adass.runtime.cluster import read_checkpoint
 
 pytestmark = pytest.mark.netlab
@@ -104,6 +104,39 @@ def test_workers_read_their_shards_over_http_and_the_client_writes_checkpoints_a
         a, b = _weights(root / "lab", rank), _weights(root / "loopback", rank)
         for key in a:
             assert torch.equal(a[key], b[key]), (rank, key)
+
+
+def test_a_worker_killed_mid_epoch_and_replaced_costs_the_steps_since_the_last_commit(lab_run):
+    """Rank 3's worker is killed inside epoch 1 and a replacement starts on the same host: the run goes
+    on from the survivors' last commit (every 5 steps of 25), on 4 replicas, and ends as the lab's
+    uninterrupted run did."""
+    state, root, client = lab_run
+    run = root / "replaced"
+    log = open(root / "replaced.log", "w")
+    argv = [*client, "--out", str(run), "--restarts", "1", "--commit-steps", "5", "--straggler", "0:0.03"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+    victim = next(p for p in state.processes if p.role == "worker" and p.host == 3)
+    try:
+        deadline = time.monotonic() + 300
+        while _pointer_epoch(run) < 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.4)  # about half of epoch 1's 25 steps of 30 ms or more
+        assert proc.poll() is None, "the run ended before the kill point"
+        assert signal_process(state, victim, signal.SIGKILL)
+        start_worker(state, 3, "w3-again", timeout_s=60, hide=[root])
+        assert proc.wait(timeout=300) == 0, (root / "replaced.log").read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    (fault,) = json.loads((run / "faults.json").read_text())
+    assert fault["recovered_from"] == "commit" and fault["workers_after"] == 4, fault
+    assert 0 <= fault["steps_redone"] <= 5 and fault["resumed_from_epoch"] == 0
+    evals = pd.read_parquet(run / "eval.parquet")
+    assert list(evals["epoch"]) == [0, 1, 2, 3, 4]
+    straight = pd.read_parquet(root / "lab" / "eval.parquet")["test_acc"].iloc[-1]
+    assert abs(evals["test_acc"].iloc[-1] - straight) <= 0.01
 
 
 def test_a_worker_killed_mid_run_is_survived_on_the_workers_left(lab_run):

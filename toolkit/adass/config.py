@@ -182,6 +182,23 @@ class ClusterSection(param.Parameterized):
         bounds=(0, 100),
         doc="times a run that lost a worker restarts from its last checkpoint on the workers the cluster has",
     )
+    min_workers = param.Integer(
+        1,
+        bounds=(1, 256),
+        doc="the fewest replicas a run that lost workers for good goes on with; fewer end it",
+    )
+    max_workers = param.Integer(
+        0,
+        bounds=(0, 256),
+        doc="the most replicas: workers that join a running job (or come back) are taken in as the next epoch "
+        "begins, up to this many (0: --workers)",
+    )
+    commit_steps = param.Integer(
+        20,
+        bounds=(0, 1_000_000),
+        doc="steps between in-memory commits of every Dask replica: a lost worker costs at most this many steps "
+        "instead of its epoch (lock-step exchanges whose replicas step; 0: none, back to the epoch checkpoint)",
+    )
     checkpoint = param.String(
         "",
         doc="where checkpoints go: a folder or an fsspec URL (file://, s3://, gs://, ...); empty: the run's --out",
@@ -298,6 +315,9 @@ _DASK_ONLY = {
     "data_to_workers": "it says how Dask workers get their data",
     "train_rows": "it says where Dask workers keep the data they read",
     "checkpoint_writer": "it says who writes Dask workers' checkpoints",
+    "commit_steps": "Dask replicas commit their state",
+    "min_workers": "it counts Dask workers",
+    "max_workers": "it counts Dask workers",
 }
 
 
@@ -389,6 +409,13 @@ class RunConfig:
                                else ("--workers or --replicas", "a single process exchanges nothing"))  # fmt: skip
                 raise SpecError(f"{flag_for(option)}: {flat[option]!r} needs {wanted} ({why})")
         self._check_train_rows()
+        if c.workers and c.max_workers and c.max_workers < c.workers:
+            raise SpecError(f"--max-workers: {c.max_workers} is below --workers {c.workers}; allowed: 0 "
+                            f"(the run's --workers) or {c.workers} and more")  # fmt: skip
+        if c.workers and c.min_workers > c.workers:
+            raise SpecError(
+                f"--min-workers: {c.min_workers} is above --workers {c.workers}; allowed: 1 to {c.workers}"
+            )
         rank = parse_straggler(c.straggler).rank
         if rank is not None and self.backend != "local" and rank >= self.world:
             raise SpecError(f"--straggler: rank {rank} is not a replica of {count} {self.world}; "

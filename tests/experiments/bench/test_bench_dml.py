@@ -1,5 +1,8 @@
-"""The dml benchmark runs end to end in quick mode and writes its tables (timings are not asserted)."""
+"""The dml benchmark runs end to end in quick mode and writes its tables, parts (c) colocated PS and
+(d) the straggler included, all from one quick run (timings are not asserted)."""
 
+import contextlib
+import io
 import os
 import subprocess
 
@@ -8,15 +11,24 @@ import pytest
 import torch
 
 from adass.cli import main
-from adass.experiments.bench import dml, netlab_dml
+from adass.experiments.bench import dml, dml_colocated, dml_straggler, netlab_dml
 from adass.experiments.bench.ddp import parse_hook
 from adass.netlab import LabError, require_tools
 from adass.registry import SpecError
 
 
-def test_quick_bench_writes_tables(tmp_path, capsys):
-    assert main(["bench", "dml", "--quick", "--out", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def quick_dml(tmp_path_factory):
+    """One ``adass bench dml --quick``: its folder and what it printed."""
+    out = tmp_path_factory.mktemp("dml")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["bench", "dml", "--quick", "--out", str(out)]) == 0
+    return out, printed.getvalue()
+
+
+def test_quick_bench_writes_tables(quick_dml):
+    tmp_path, printed = quick_dml
     assert "ring fp32 step time <= 1.15x DDP's" in printed and "within 0.3 points" in printed
     assert (tmp_path / "dml.md").read_text().startswith("# adass bench dml")
     assert (tmp_path / "dml_straggler.md").exists()  # part (d), the straggler case
@@ -70,6 +82,54 @@ def test_quick_bench_writes_tables(tmp_path, capsys):
         diffs = 100 * (mine["test_acc"] - single["test_acc"])
         assert abs(row.acc_vs_single_pts - diffs.mean()) < 1e-9
         assert abs(row.test_acc - mine["test_acc"].mean()) < 1e-9
+
+
+def test_quick_colocated_part_writes_its_table_and_goals(quick_dml):
+    tmp_path, printed = quick_dml
+    assert "colocated PS epoch time no worse than dedicated" in printed
+    assert "## (c) colocated PS vs dedicated servers" in (tmp_path / "dml.md").read_text()
+    table = pd.read_csv(tmp_path / "dml_colocated.csv")
+    assert list(table.columns) == dml_colocated.COLUMNS
+    plan = dml_colocated.QUICK_PLAN
+    p, s = plan.workers, plan.servers
+    assert list(zip(table["update"], table["placement"], strict=True)) == [
+        ("replica", "dedicated"),
+        ("replica", "colocated"),
+        ("server", "dedicated"),
+        ("server", "colocated"),
+    ]
+    by = table.set_index(["update", "placement"])
+    for update in ("replica", "server"):
+        # the ranks that exchanged: P replicas, plus S server workers only where they are dedicated
+        assert by.loc[(update, "colocated"), "dask_workers"] == p
+        assert by.loc[(update, "dedicated"), "dask_workers"] == p + s
+        assert by.loc[(update, "colocated"), "messages_step"] == 2 * (p - 1) * s
+        assert by.loc[(update, "dedicated"), "messages_step"] == 2 * p * s
+        assert by.loc[(update, "colocated"), "test_acc"] == by.loc[(update, "dedicated"), "test_acc"]
+        assert by.loc[(update, "colocated"), "epoch_vs_dedicated"] > 0
+    goals = dml_colocated.targets(table)
+    assert len(goals) == 6 and set(goals["met"]) <= {"yes", "no"}
+    assert (goals[goals["goal"].str.contains("Dask workers|accuracy")]["met"] == "yes").all()
+
+
+def test_quick_straggler_part_writes_tables(quick_dml):
+    tmp_path, printed = quick_dml
+    assert "an SSP arm >= 1.5x faster than the sync ring" in printed and "async reported" in printed
+    assert (tmp_path / "dml_straggler.md").read_text().startswith("# adass bench dml: a straggler")
+    table = pd.read_csv(tmp_path / "dml_straggler.csv")
+    assert list(table.columns) == dml_straggler.COLUMNS
+    plan = dml_straggler.QUICK
+    assert len(table) == len(plan.stragglers) * len(dml_straggler.ARMS)
+    assert list(table["arm"]) == list(dml_straggler.ARMS) * len(plan.stragglers)
+    ring = table[table["arm"] == "ring sync"]
+    assert (ring["speedup_vs_ring"] == 1.0).all() and (ring["acc_vs_ring_pts"] == 0.0).all()
+    in_lock_step = table["arm"].isin(["ring sync", "ps sync"])
+    assert (table.loc[in_lock_step, "staleness_max"] == 0).all()
+    assert (table["epoch_s"] > 0).all() and table["test_acc"].between(0, 1).all()
+    ssp = table[table["arm"].str.contains("ssp")]
+    assert (ssp["staleness_max"] >= 0).all()
+    runs = pd.read_csv(tmp_path / "dml_straggler_runs.csv")
+    assert len(runs) == len(table) * len(plan.seeds)
 
 
 @pytest.mark.netlab

@@ -67,7 +67,10 @@ def test_quick_frontier_bench_runs_every_method_over_its_knob(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["bench", "samplers", "--seeds", "3"], "--seeds: only the frontier suite takes it, not 'samplers'"),
+        (
+            ["bench", "samplers", "--seeds", "3"],
+            "--seeds: only the frontier and faults suites take it, not 'samplers'",
+        ),
         (["bench", "frontier", "--settings", "mnist5k,cifar"], "--settings: 'cifar' is not a setting"),
     ],
 )

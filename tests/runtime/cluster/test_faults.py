@@ -9,6 +9,7 @@ import pytest
 
 from adass.config import RunConfig
 from adass.failures import Diverged, RunFailure
+from adass.metrics import StepRecord
 from adass.runtime.cluster import connect, read_checkpoint, train_distributed
 
 BASE = dict(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=200", model="mlp:hidden=16", epochs=4,
@@ -50,17 +51,47 @@ def test_a_killed_worker_ends_the_run_with_one_line_naming_it_well_before_the_ti
 def test_a_run_that_loses_a_worker_restarts_from_its_checkpoint_and_matches_the_uninterrupted_run(
     own_cluster, tmp_path
 ):
-    config = RunConfig.from_flat(**BASE, timeout_s=120)
+    config = RunConfig.from_flat(**BASE, timeout_s=120, commit_steps=0)  # no commits: the epoch again
     straight = train_distributed(config, handle=own_cluster, checkpoint_dir=tmp_path / "straight")
     progress, address, _ = _kill_rank_after_first_epoch(own_cluster, rank=1)
     result = train_distributed(
         config, handle=own_cluster, progress=progress, checkpoint_dir=tmp_path / "killed"
     )
     assert len(result.faults) == 1 and result.faults[0]["resumed_from_epoch"] == 0
+    assert result.faults[0]["recovered_from"] == "checkpoint"
     assert (tmp_path / "killed" / "faults.json").exists()
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
     assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005
     assert read_checkpoint(tmp_path / "killed", 3).epoch == 3
+
+
+def test_a_worker_killed_mid_epoch_costs_at_most_the_steps_since_the_last_commit(own_cluster, tmp_path):
+    """19 steps an epoch, slowed to about 40 ms each; rank 1 is killed about half-way through epoch 1.
+    The replacement takes the model from a survivor's commit and the epoch goes on from there."""
+    config = RunConfig.from_flat(**BASE, timeout_s=120, commit_steps=4, straggler="0:0.04")
+    straight = train_distributed(config, handle=own_cluster, checkpoint_dir=tmp_path / "straight")
+    pids = own_cluster.client.run(os.getpid)
+    victim = pids[own_cluster.workers()[1]]
+    killed: dict[str, float] = {}
+
+    def kill_mid_epoch(record) -> None:
+        if record.epoch == 0 and not killed:
+            killed["at"] = time.time()
+            threading.Timer(0.45, os.kill, (victim, signal.SIGKILL)).start()
+
+    result = train_distributed(config, handle=own_cluster, progress=kill_mid_epoch,
+                               checkpoint_dir=tmp_path / "killed")  # fmt: skip
+    (fault,) = result.faults
+    assert fault["recovered_from"] == "commit" and fault["resumed_from_epoch"] == 0
+    assert 0 <= fault["steps_redone"] <= 4 and fault["resumed_at_step"] > 19  # inside epoch 1
+    steps = result.sink.frame(StepRecord)
+    epoch1 = steps[steps["epoch"] == 1]
+    for rank in (0, 2):  # the survivors' records hold every step of the epoch once
+        assert sorted(epoch1[epoch1["rank"] == rank]["step"]) == list(range(19, 38))
+    lost = sorted(epoch1[epoch1["rank"] == 1]["step"])  # the replacement's from the commit on
+    assert lost == list(range(fault["resumed_at_step"], 38))
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.01
 
 
 def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluster):
@@ -77,7 +108,7 @@ def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_it
         data = "synthetic:n=600,d=8,classes=3,noise=0.0,test=1000"  # 0.1 points a test sample
         config = RunConfig.from_flat(**{**BASE, "epochs": 5, "data": data}, scheduler=lab.address, timeout_s=120,
                                      restarts=1, detect_s=1)  # fmt: skip
-        with connect(lab.address, n_workers=3) as handle:  # detect_s=1: 20 s of waiting for a replacement
+        with connect(lab.address, n_workers=3) as handle:  # detect_s=1: 10 s of waiting for a replacement
             straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
             gone: dict[str, float] = {}
 
@@ -94,3 +125,48 @@ def test_a_run_that_loses_a_worker_for_good_goes_on_with_the_others_and_keeps_it
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3, 4]
     assert read_checkpoint(tmp_path / "shrunk").replicas == 2
     assert abs(result.final.test_acc - straight.final.test_acc) <= 0.005
+
+
+def test_a_worker_that_joins_a_running_job_is_taken_in_as_the_next_epoch_begins(tmp_path):
+    from adass.runtime.cluster.worker_processes import dask_processes
+
+    with dask_processes(tmp_path / "dask", workers=2) as lab:
+        config = RunConfig.from_flat(**{**BASE, "workers": 2}, scheduler=lab.address, timeout_s=120,
+                                     max_workers=3)  # fmt: skip
+        with connect(lab.address, n_workers=2) as handle:
+            straight = train_distributed(config.replace(max_workers=2), handle=handle)
+
+            def start_a_third_worker(record) -> None:
+                if record.epoch == 0 and len(lab.workers) == 2:
+                    lab.add_worker()
+                    handle.client.wait_for_workers(3, timeout=60)
+
+            result = train_distributed(config, handle=handle, progress=start_a_third_worker,
+                                       checkpoint_dir=tmp_path / "grown")  # fmt: skip
+    (joined,) = result.faults
+    assert joined["joined"] and (joined["workers"], joined["workers_after"]) == (2, 3)
+    assert joined["resumed_from_epoch"] == 0
+    steps = result.sink.frame(StepRecord)
+    ranks = {epoch: sorted(set(group["rank"])) for epoch, group in steps.groupby("epoch")}
+    assert ranks == {0: [0, 1], 1: [0, 1, 2], 2: [0, 1, 2], 3: [0, 1, 2]}
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
+    assert read_checkpoint(tmp_path / "grown").replicas == 3
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.02  # the same global batch
+
+
+def test_too_few_workers_left_for_min_workers_end_the_run_with_one_line_naming_it(tmp_path):
+    from adass.runtime.cluster.worker_processes import dask_processes
+
+    with dask_processes(tmp_path / "dask", workers=3) as lab:
+        config = RunConfig.from_flat(**BASE, scheduler=lab.address, timeout_s=120, restarts=1, detect_s=1,
+                                     min_workers=3)  # fmt: skip
+        with connect(lab.address, n_workers=3) as handle:
+
+            def kill_one_for_good(record) -> None:
+                if record.epoch == 0:
+                    threading.Timer(0.05, os.killpg, (lab.workers[2].pid, signal.SIGKILL)).start()
+
+            with pytest.raises(RunFailure) as caught:
+                train_distributed(config, handle=handle, progress=kill_one_for_good)
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1 and "--min-workers 3" in message and "2 of the 3" in message

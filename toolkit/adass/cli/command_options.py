@@ -93,7 +93,10 @@ class BenchOptions(OutputOptions):
         doc="dml only (not with --netlab): where the replicas train, as train's --device",
     )  # fmt: skip
     seeds = param.Integer(
-        None, allow_None=True, bounds=(1, 100), doc="frontier only: seeds per point (default 5)"
+        None,
+        allow_None=True,
+        bounds=(1, 100),
+        doc="frontier and faults only: seeds per point (default 5; faults 3)",
     )
     settings = param.String(
         "",

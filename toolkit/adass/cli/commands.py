@@ -240,7 +240,7 @@ def run_bench(
 
     ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas
     (None: the suite's own), ``straggler_only`` its straggler case alone, ``device`` its replicas on
-    ``cpu`` or ``cuda``; ``seeds`` and ``settings`` choose the ``frontier`` suite's seeds and settings;
+    ``cpu`` or ``cuda``; ``seeds`` the ``frontier`` and ``faults`` suites' seeds, ``settings`` the ``frontier`` suite's settings;
     other suites refuse them.
     """
     from ..experiments.bench import load_suite
@@ -266,9 +266,10 @@ def run_bench(
         raise SpecError(
             "--against: the equivalence suite needs the git revision to compare with (e.g. HEAD~1)"
         )
-    for option, value in (("--seeds", seeds), ("--settings", settings)):
-        if value and suite != "frontier":
-            raise SpecError(f"{option}: only the frontier suite takes it, not {suite!r}")
+    if seeds and suite not in ("frontier", "faults"):
+        raise SpecError(f"--seeds: only the frontier and faults suites take it, not {suite!r}")
+    if settings and suite != "frontier":
+        raise SpecError(f"--settings: only the frontier suite takes it, not {suite!r}")
     if settings:
         from ..experiments.bench.frontier import SETTINGS
 

@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: what a resume may change: how long it trains, where (on which device) and on how many workers it
 #: runs, how data and checkpoints reach them and where the replicas keep their rows (a checkpoint moved elsewhere is read there), and when the
 #: divergence checks stop it (a run they stopped too early goes on from its last checkpoint)
-RESUME_CHANGES = ("epochs", "workers", "replicas", "scheduler", "timeout_s", "detect_s", "restarts", "bind",
+RESUME_CHANGES = ("epochs", "workers", "replicas", "scheduler", "timeout_s", "detect_s", "restarts", "commit_steps", "min_workers", "max_workers", "bind",
                   "tls_ca", "tls_cert", "tls_key", "dask_dashboard", "diverge_factor", "chance_epochs", "device",
                   "data_to_workers", "train_rows", "checkpoint", "checkpoint_writer")  # fmt: skip
 

@@ -28,7 +28,7 @@ MORE = {
     "data": ("data_to_workers", "train_rows"),
     "optim": ("weight_decay", "schedule", "max_nonfinite", "diverge_factor", "chance_epochs"),
     "cluster": ("timeout_s", "bind", "threads", "detect_s", "dask_dashboard", "tls_ca", "tls_cert", "tls_key",
-                "straggler", "restarts", "checkpoint", "checkpoint_writer"),
+                "straggler", "restarts", "commit_steps", "min_workers", "max_workers", "checkpoint", "checkpoint_writer"),
 }  # fmt: skip
 #: sections whose card starts collapsed
 COLLAPSED = ("codec", "exchange")

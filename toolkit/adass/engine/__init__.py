@@ -21,6 +21,7 @@ from .checkpoints import (
     state_from_bytes,
     write_state,
 )
+from .commits import Commit, Commits, EpochResume
 from .divergence import Divergence, chance_accuracy
 from .driver import Backend, Driven, EpochOutcome, drive
 from .epoch import EpochPlan, EpochReport
@@ -51,12 +52,15 @@ __all__ = [
     "AgreementBoard",
     "Backend",
     "Checkpoint",
+    "Commit",
+    "Commits",
     "Counters",
     "Divergence",
     "Driven",
     "Engine",
     "EpochOutcome",
     "EpochPlan",
+    "EpochResume",
     "EpochReport",
     "InProcAgreement",
     "LiveBatches",

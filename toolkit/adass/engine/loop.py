@@ -20,6 +20,8 @@ from ..metrics import StepRecord, TrafficRecord, as_row
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
+from .checkpoints import state_bytes, state_from_bytes
+from .commits import Commit, Commits, EpochResume
 from .epoch import EpochPlan, EpochReport
 from .replica import ReplicaState
 from .shares import Throughput
@@ -101,6 +103,8 @@ class Engine:
         self.nonfinite_in_row = self.nonfinite_steps = 0  # steps skipped for a non-finite loss or gradient
         self.throughput = Throughput()
         self.held_s = 0.0  # of the last step: seconds the servers held its reply back (see StepReport)
+        self.commits = Commits()  # none unless the runtime asks for them (see adass.engine.commits)
+        self.epoch_start_step = 0  # the global step count as the running (or last) epoch began
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -156,7 +160,7 @@ class Engine:
 
     def run_epoch(
         self, plan: EpochPlan, on_step: StepHook | None = None, stop: Callable[[], bool] | None = None,
-        selection_records: bool = True,
+        selection_records: bool = True, resume: EpochResume | None = None,
     ) -> EpochReport:  # fmt: skip
         """Refresh scores where the sampler asks for it, then run the plan's steps.
 
@@ -171,22 +175,35 @@ class Engine:
             must stay in lock-step, so a distributed run stops between epochs).
         selection_records : bool
             Put every sample's bound and kept flag into ``report.selection``.
+        resume : EpochResume, optional
+            Go on after ``resume.at`` steps (from :meth:`recover`): the steps before it and the
+            refresh that opened the epoch are not run again.
         """
         s = self.state
         set_lr(s.optimizer, s.config, plan.epoch)
         if self.exchange is not None:
             self.exchange.epoch = plan.epoch
         report = EpochReport(self.rank, plan.epoch, traffic=list(plan.traffic))
-        backprops0, forwards0, skipped0 = s.counters.backprops, s.counters.forwards, self.nonfinite_steps
-        start = time.perf_counter()
+        base = {"backprops": s.counters.backprops, "forwards": s.counters.forwards, "skipped": self.nonfinite_steps,
+                "step": s.step, "elapsed_s": 0.0}  # fmt: skip
+        first = 0
+        if resume is not None:
+            first, base = resume.at, {**base, **resume.base}
+            if resume.report:
+                report = EpochReport(**resume.report)
+        self.epoch_start_step = int(base["step"])
+        start = time.perf_counter() - base["elapsed_s"]
         refresh = self.selection.refresh
-        if refresh is not None and refresh.numel():
+        if not first and refresh is not None and refresh.numel():
             refresh_scores(s.model, s.sampler, s.x, s.y, refresh, s.counters)
         work = plan.work
         order, weights = (
             (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
         )
-        for part, total in zip(plan.batches, plan.totals, strict=True):
+        steps = len(plan.batches)
+        for done, (part, total) in enumerate(zip(plan.batches, plan.totals, strict=True), start=1):
+            if done <= first:
+                continue
             began = time.perf_counter()
             row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
             report.busy_s += time.perf_counter() - began - self.held_s
@@ -197,6 +214,8 @@ class Engine:
             report.traffic += traffic
             if on_step is not None:
                 on_step(row, traffic)
+            if self.commits.due(done, steps):
+                self._commit(plan.epoch, done, report, {**base, "elapsed_s": time.perf_counter() - start})
             if stop is not None and self.world == 1 and stop():
                 break
         if work is not None:  # the owners hear the losses of the samples they handed over
@@ -205,12 +224,46 @@ class Engine:
         self.throughput.update(report.samples, report.busy_s)
         report.traffic += self.agreement_traffic(plan.epoch)  # two-pass samplers' per-step counts
         report.train_s = time.perf_counter() - start
-        report.backprops = s.counters.backprops - backprops0
-        report.forwards = s.counters.forwards - forwards0 + plan.refreshed
-        report.skipped = self.nonfinite_steps - skipped0
+        report.backprops = s.counters.backprops - base["backprops"]
+        report.forwards = s.counters.forwards - base["forwards"] + plan.refreshed
+        report.skipped = self.nonfinite_steps - base["skipped"]
         if selection_records:
             report.selection = self.selection_columns(plan.epoch)
         return report
+
+    def _commit(self, epoch: int, done: int, report: EpochReport, base: dict[str, float]) -> None:
+        """Keep this replica's state after ``done`` steps of ``epoch`` (see :mod:`adass.engine.commits`)."""
+        so_far = {**vars(report), "steps": list(report.steps), "traffic": list(report.traffic),
+                  "losses": list(report.losses)}  # fmt: skip
+        self.commits.add(Commit(epoch, done, self.state.step, state_bytes(self.state_dict()),
+                                EpochResume(done, so_far, base)))  # fmt: skip
+
+    def recover(self, commit: Commit, own: bool) -> EpochResume:
+        """Take the state of ``commit`` for the planned epoch and say where it goes on.
+
+        ``own``: the commit is this replica's, and all of it comes back. Otherwise it is a peer's (this
+        replica lost its own): the model, the optimizer, the step count, the path length and the
+        codec's shared state come from it; the sampler keeps the state this replica's epoch
+        checkpoint and plan gave it, the counters their own, and the error-feedback memory starts
+        at zero. Its report then holds the steps from the commit on.
+        """
+        theirs = state_from_bytes(commit.state)
+        if own:
+            self.load_state_dict(theirs)
+            return commit.resume
+        s = self.state
+        s.model.load_state_dict(theirs["model"])
+        s.optimizer.load_state_dict(theirs["optimizer"])
+        s.step, s.counters.path = int(theirs["step"]), float(theirs["counters"]["path"])
+        if self.exchange is not None:
+            self.exchange.load_state_dict(theirs.get("exchange", {}))
+            if self.exchange.memory is not None:
+                self.exchange.memory.reset()
+        base = {
+            "step": commit.resume.base.get("step", commit.step),
+            "elapsed_s": commit.resume.base.get("elapsed_s", 0.0),
+        }
+        return EpochResume(commit.at, {}, base)
 
     def step(
         self,

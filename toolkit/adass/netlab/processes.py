@@ -31,7 +31,7 @@ from .private import open_log, read_file
 from .state import LabState, Process
 from .system import LabError, warn
 
-__all__ = ["SCHEDULER_PORT", "hiding", "signal_process", "start_cluster", "stop_processes"]
+__all__ = ["SCHEDULER_PORT", "hiding", "signal_process", "start_cluster", "start_worker", "stop_processes"]
 
 SCHEDULER_PORT = 8786
 _READY = {"scheduler": "Scheduler at:", "worker": "Registered to:"}
@@ -113,15 +113,31 @@ def start_cluster(state: LabState, workers: int, scheduler_host: int = 0, timeou
         "--no-dashboard", "--no-show",
     ], logs / "scheduler.log")  # fmt: skip
     _wait_ready(state, [scheduler], timeout_s)
-    started = []
-    for i in range(workers):
-        host = state.hosts[i % len(state.hosts)]
-        started.append(_spawn(state, "worker", host.index, [
-            "worker", address, "--host", host.address, "--name", f"w{i}", "--nthreads", "1", "--no-nanny",
-            "--no-dashboard",
-        ], logs / f"worker{i}.log", hide))  # fmt: skip
+    started = [_spawn_worker(state, i % len(state.hosts), f"w{i}", hide) for i in range(workers)]
     _wait_ready(state, started, timeout_s)
     return address
+
+
+def _spawn_worker(state: LabState, host: int, name: str, hide: Sequence[str | Path]) -> Process:
+    address = state.host(host).address
+    return _spawn(state, "worker", host, ["worker", state.scheduler, "--host", address, "--name", name,
+                                          "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                  state.logs_dir / f"worker-{name}.log", hide)  # fmt: skip
+
+
+def start_worker(state: LabState, host: int, name: str, timeout_s: float = 60.0,
+                 hide: Sequence[str | Path] = ()) -> Process:  # fmt: skip
+    """Start one more ``dask worker`` named ``name`` on lab host ``host``, joining the lab's running
+    cluster (a replacement for a lost worker, or a worker that joins a running job); returns it once
+    it is ready."""
+    if not state.scheduler:
+        raise LabError(f"lab {state.name} runs no cluster to join; start one first")
+    taken = {p.log for p in state.processes}
+    if str(state.logs_dir / f"worker-{name}.log") in taken:
+        raise LabError(f"--name: {name!r} is taken by a worker of lab {state.name}; choose another")
+    entry = _spawn_worker(state, host, name, hide)
+    _wait_ready(state, [entry], timeout_s)
+    return entry
 
 
 def _verdict(state: LabState, entry: Process, now: Seen | None) -> str:

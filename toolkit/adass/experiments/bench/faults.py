@@ -1,9 +1,13 @@
 """``adass bench faults``: kill a worker, the client and the scheduler at points of a run; how fast the
-fault is seen, how much work it costs and whether the run still ends where the uninterrupted one does.
+fault is seen, how many steps and seconds it costs and whether the run still ends where the
+uninterrupted one with the same seed does.
 
-Every run is ``adass train`` on 3 workers. A killed worker is replaced by its nanny and the run
-restarts from its last checkpoint by itself; a killed client is resumed with ``--resume``; a killed
-external scheduler ends the run with one line (detection only: a new scheduler means a new cluster).
+Every run is ``adass train`` on 4 workers. A killed worker is replaced by its nanny and the run goes
+on by itself: from the survivors' last in-memory commit inside the epoch (``--commit-steps``, its
+default), and beside it with commits off (``--commit-steps 0``: the epoch again from its checkpoint).
+A worker that starts mid-run on an external cluster is taken in as the next epoch begins
+(``--max-workers``). A killed client is resumed with ``--resume``; a killed external scheduler ends the run with one line
+(detection only: a new scheduler means a new cluster). ``faults.csv`` has one row per fault and seed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...metrics import StepRecord
 from ...runtime.cluster.worker_processes import dask_processes
 from ...tables import markdown_table
 from . import write_report
@@ -32,10 +37,13 @@ SUITE = "faults"
 _POLL_S = 0.005
 
 
-def _options(quick: bool) -> dict[str, Any]:
-    n, epochs = (600, 4) if quick else (3000, 8)
-    return {"data": f"synthetic:n={n},d=10,classes=4,test=400", "model": "mlp:hidden=32", "batch_size": 32,
-            "lr": 0.1, "schedule": "constant", "workers": 3, "epochs": epochs}  # fmt: skip
+WORKERS = 4
+
+
+def _options(quick: bool, seed: int) -> dict[str, Any]:
+    n, epochs = (1200, 4) if quick else (4000, 6)
+    return {"data": f"synthetic:n={n},d=10,classes=4,test=1000", "model": "mlp:hidden=32", "batch_size": 32,
+            "lr": 0.1, "schedule": "constant", "workers": WORKERS, "epochs": epochs, "seed": seed}  # fmt: skip
 
 
 def _flags(options: dict[str, Any]) -> list[str]:
@@ -72,118 +80,210 @@ def _final_acc(run: Path) -> float:
         return float("nan")
 
 
-def _row(fault: str, point: str, **values: Any) -> dict[str, Any]:
-    base = {"fault": fault, "point": point, "detection_s": float("nan"), "work_lost_s": float("nan"),
-            "final_acc": float("nan"), "outcome": ""}  # fmt: skip
+def _row(fault: str, seed: int, point: str, **values: Any) -> dict[str, Any]:
+    nan = float("nan")
+    base = {"fault": fault, "seed": seed, "point": point, "steps_redone": nan, "seconds_lost": nan,
+            "final_acc": nan, "uninterrupted_acc": nan, "detection_s": nan, "outcome": ""}  # fmt: skip
     return {**base, **values}
 
 
-def _kill_worker(out: Path, options: dict[str, Any], epoch: int) -> dict[str, Any]:
-    """Kill rank 1's worker while epoch ``epoch + 1`` runs (in this process, to know the pid and time)."""
+def _distributed(handle: Any, out: Path, options: dict[str, Any], progress: Callable[[Any], None]) -> Any:
+    """One run on the cluster ``handle`` (records and checkpoints under ``out``)."""
     from ...config import RunConfig
     from ...data import load_dataset, standardization_record
     from ...metrics import ParquetSink
-    from ...runtime.cluster import connect, train_distributed
+    from ...runtime.cluster import train_distributed
 
     config = RunConfig.from_flat(**options)
-    run_dir, killed, published = out / f"worker-{epoch}", {}, {}
-    with connect(n_workers=3) as handle:
-        pids = handle.client.run(os.getpid)
-        victim = pids[handle.workers()[1]]
+    data = load_dataset(config.data.data, seed=config.optim.seed)
+    record = {**config.to_dict(), "standardization": standardization_record(data)}
+    return train_distributed(config, sink=ParquetSink(out, record), progress=progress, checkpoint_dir=out,
+                             handle=handle)  # fmt: skip
 
-        def progress(record: Any) -> None:
-            published.setdefault("at", []).append(time.time())
-            if record.epoch == epoch and not killed:
-                killed["at"] = time.time() + 0.1
-                threading.Timer(0.1, os.kill, (victim, signal.SIGKILL)).start()
 
-        data = load_dataset(config.data.data, seed=config.optim.seed)
-        record = {**config.to_dict(), "standardization": standardization_record(data)}
-        result = train_distributed(config, sink=ParquetSink(run_dir, record), progress=progress,
-                                   checkpoint_dir=run_dir, handle=handle)  # fmt: skip
+def _uninterrupted(handle: Any, out: Path, options: dict[str, Any]) -> tuple[Any, float, list[float]]:
+    """The run without a fault: its result, its wall seconds and when each epoch ended."""
+    ended: list[float] = []
+    start = time.time()
+    result = _distributed(handle, out, options, lambda record: ended.append(time.time()))
+    return result, time.time() - start, ended
+
+
+def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float, straight: tuple) -> dict:
+    """Kill rank 1's worker ``delay_s`` after epoch 0's checkpoint (inside epoch 1)."""
+    baseline, baseline_s, _ = straight
+    pids = handle.client.run(os.getpid)
+    victim = pids[handle.workers()[1]]
+    killed: dict[str, float] = {}
+
+    def progress(record: Any) -> None:
+        if record.epoch == 0 and not killed:
+            killed["at"] = time.time() + delay_s
+            threading.Timer(delay_s, os.kill, (victim, signal.SIGKILL)).start()
+
+    start = time.time()
+    result = _distributed(handle, out, options, progress)
+    wall_s = time.time() - start
     fault = result.faults[0] if result.faults else {}
-    at = fault.get("at_unix_s", float("nan"))
-    before = [t for t in published.get("at", []) if t <= at]  # the last checkpoint before the fault
-    return _row("worker", f"during epoch {epoch + 1}", detection_s=at - killed.get("at", float("nan")),
-                work_lost_s=at - (before[-1] if before else float("nan")), final_acc=result.final.test_acc,
-                outcome=f"restarted from epoch {fault.get('resumed_from_epoch')}")  # fmt: skip
+    commits = options["commit_steps"]
+    point = f"half-way through epoch 1, --commit-steps {commits}"
+    return _row("worker_killed", options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
+                seconds_lost=wall_s - baseline_s, final_acc=result.final.test_acc,
+                uninterrupted_acc=baseline.final.test_acc,
+                detection_s=fault.get("at_unix_s", float("nan")) - killed.get("at", float("nan")),
+                outcome=f"killed {delay_s:.2f} s into epoch 1; went on from its {fault.get('recovered_from', '?')} "
+                f"at step {fault.get('resumed_at_step', '?')} (lost at {fault.get('lost_at_step', '?')})")  # fmt: skip
 
 
-def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], bool]) -> dict[str, Any]:
-    run_dir = out / f"client-{point.replace(' ', '-')}"
+def _worker_joins(out: Path, options: dict[str, Any], straight: tuple) -> dict[str, Any]:
+    """A run on 3 of 4 workers of an external cluster; a 4th worker starts when epoch 0 ends and is
+    taken in as the next epoch begins (``--max-workers 4``)."""
+    from ...runtime.cluster import connect
+
+    folder = Path(tempfile.mkdtemp(prefix="adass-faults-", dir=out))
+    began: dict[str, float] = {}
+    with dask_processes(folder, workers=WORKERS - 1) as lab:
+        changes = {**options, "workers": WORKERS - 1, "max_workers": WORKERS, "scheduler": lab.address}
+        with connect(lab.address, n_workers=WORKERS - 1) as handle:
+
+            def progress(record: Any) -> None:
+                if record.epoch == 0 and not began:
+                    began["at"] = time.time()
+                    lab.add_worker()
+                    handle.client.wait_for_workers(WORKERS, timeout=120)
+                    began["ready"] = time.time()
+
+            result = _distributed(handle, folder / "run", changes, progress)
+    joined = next((f for f in result.faults if f.get("joined")), {})
+    steps = result.sink.frame(StepRecord)
+    last = sorted(set(steps[steps["epoch"] == steps["epoch"].max()]["rank"]))
+    return _row("worker_joins", options["seed"], f"started after epoch 0, {WORKERS - 1} -> {WORKERS} workers",
+                steps_redone=0 if joined else float("nan"), final_acc=result.final.test_acc,
+                uninterrupted_acc=straight[0].final.test_acc,
+                detection_s=joined.get("at_unix_s", float("nan")) - began.get("ready", float("nan")),
+                outcome=f"taken in after epoch {joined.get('resumed_from_epoch', '?')}; the last epoch's ranks: "
+                f"{last}; the worker took {began.get('ready', 0) - began.get('at', 0):.1f} s to start")  # fmt: skip
+
+
+def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], bool], seed: int,
+                 straight: tuple) -> dict[str, Any]:  # fmt: skip
+    """Kill the client at ``point`` and resume it: the two commands' wall time against the run's."""
+    run_dir = out / f"client-{point.replace(' ', '-')}-seed{seed}"
+    start = time.time()
     proc = _train([*args, "--out", str(run_dir)])
     reached = _wait_for(lambda: when(run_dir), proc)
     killed_at = time.time()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    baseline = straight[0].final.test_acc
     if not reached:
-        return _row("client", point, outcome="the run ended before the kill point")
+        return _row("client_killed", seed, point, outcome="the run ended before the kill point")
     checkpoint_epoch, published_at = _pointer(run_dir)
     epochs = args[args.index("--epochs") + 1]
     resume = _train(["--resume", str(run_dir), "--epochs", epochs, "--quiet"])
     _, err = resume.communicate()
     outcome = f"resumed from epoch {checkpoint_epoch}" if resume.returncode == 0 else err.strip()[-200:]
-    return _row(
-        "client", point, work_lost_s=killed_at - published_at, final_acc=_final_acc(run_dir), outcome=outcome
-    )
+    outcome += f"; {killed_at - published_at:.2f} s of work since that checkpoint"
+    return _row("client_killed", seed, point, seconds_lost=time.time() - start - straight[1],
+                final_acc=_final_acc(run_dir), uninterrupted_acc=baseline, outcome=outcome)  # fmt: skip
 
 
-def _kill_scheduler(out: Path, args: list[str], epoch: int) -> dict[str, Any]:
+def _kill_scheduler(out: Path, args: list[str], epoch: int, seed: int) -> dict[str, Any]:
     """An external scheduler killed after epoch ``epoch``: how long until the run ends, and how."""
     folder = Path(tempfile.mkdtemp(prefix="adass-faults-", dir=out))
-    with dask_processes(folder, workers=3) as lab:
+    with dask_processes(folder, workers=WORKERS) as lab:
         run_dir = folder / "run"
         proc = _train([*args, "--scheduler", lab.address, "--out", str(run_dir)])
         if not _wait_for(lambda: _pointer(run_dir)[0] >= epoch, proc):
-            return _row("scheduler", f"after epoch {epoch}", outcome="the run ended before the kill point")
+            return _row(
+                "scheduler_killed",
+                seed,
+                f"after epoch {epoch}",
+                outcome="the run ended before the kill point",
+            )
         killed_at = time.time()
         os.killpg(lab.scheduler.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=900)
         lines = err.strip().splitlines()
-        return _row("scheduler", f"after epoch {epoch}", detection_s=time.time() - killed_at,
+        return _row("scheduler_killed", seed, f"after epoch {epoch}", detection_s=time.time() - killed_at,
                     outcome=f"exit {proc.returncode}: {lines[-1][:160] if lines else ''}")  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False) -> pd.DataFrame:
-    """Run the suite, print its table, write ``faults.md`` and ``faults.csv``.
+def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.DataFrame:
+    """Run the suite, print its tables, write ``faults.md`` and ``faults.csv``.
 
     Parameters
     ----------
     out_dir : Path
         Folder for the report and the runs' folders (created if missing).
     quick : bool
-        A small run of 4 epochs (a few minutes), for smoke tests.
+        A small run (4 epochs of 1,200 samples, one seed: a few minutes), for smoke tests.
+    seeds : int, optional
+        Seeds of every fault (default 3; 1 with ``quick``).
     """
+    from ...config import RunConfig
+    from ...runtime.cluster import connect
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    options = _options(quick)
-    args = _flags(options)
-    straight = out_dir / "uninterrupted"
-    start = time.time()
-    proc = _train([*args, "--out", str(straight)])
-    proc.communicate()
-    baseline, straight_s = _final_acc(straight), time.time() - start
-    rows = [
-        _row(
-            "none",
-            "uninterrupted",
-            final_acc=baseline,
-            outcome=f"exit {proc.returncode} in {straight_s:.0f} s",
-        )
-    ]
-    rows += [_kill_worker(out_dir, options, epoch) for epoch in (0, 1)]
-    client_points = {
-        "in checkpoint window 1": lambda run: (run / "checkpoints" / "epoch-000001").exists(),
-        "after checkpoint 1": lambda run: _pointer(run)[0] >= 1,
-        "during epoch 3": lambda run: _pointer(run)[0] >= 2,
-    }
-    rows += [_kill_client(out_dir, args, point, when) for point, when in client_points.items()]
-    rows.append(_kill_scheduler(out_dir, args, 1))
+    seeds = seeds or (1 if quick else 3)
+    commits = 0
+    rows = []
+    for seed in range(seeds):
+        options = _options(quick, seed)
+        commits = RunConfig.from_flat(**options).cluster.commit_steps
+        with connect(n_workers=WORKERS) as handle:  # its own cluster: a killed worker's nanny replaces it
+            # a first run warms the workers (imports, first allocations), so the timed runs compare
+            _distributed(
+                handle, out_dir / f"warm-up-seed{seed}", {**options, "epochs": 2}, lambda record: None
+            )
+            straight = _uninterrupted(handle, out_dir / f"uninterrupted-seed{seed}", options)
+            result, straight_s, ended = straight
+            delay = 0.5 * (ended[1] - ended[0])  # half-way through epoch 1
+            killed = [
+                _kill_worker(handle, out_dir / f"worker-k{k}-seed{seed}", {**options, "commit_steps": k}, delay,
+                             straight)
+                for k in (commits, 0)
+            ]  # fmt: skip
+        args = _flags(options)
+        # the client's faults are commands of their own (each starts its cluster): so is their baseline
+        start = time.time()
+        command = _train([*args, "--out", str(out_dir / f"uninterrupted-command-seed{seed}")])
+        command.communicate()
+        command_s = time.time() - start
+        rows.append(_row("none", seed, "uninterrupted", steps_redone=0, seconds_lost=0.0,
+                         final_acc=result.final.test_acc, uninterrupted_acc=result.final.test_acc,
+                         outcome=f"{straight_s:.1f} s on the open cluster; {command_s:.1f} s as a command"))  # fmt: skip
+        rows += killed
+        rows.append(_worker_joins(out_dir, options, (result, straight_s)))
+        client_points = {"during epoch 3": lambda run: _pointer(run)[0] >= 2}
+        if seed == 0:
+            client_points = {"in checkpoint window 1": lambda run: (run / "checkpoints" / "epoch-000001").exists(),
+                             "after checkpoint 1": lambda run: _pointer(run)[0] >= 1, **client_points}  # fmt: skip
+        baseline = (result, command_s)
+        rows += [
+            _kill_client(out_dir, args, point, when, seed, baseline) for point, when in client_points.items()
+        ]
+        if seed == 0:
+            rows.append(_kill_scheduler(out_dir, args, 1, seed))
     table = pd.DataFrame(rows)
-    table["acc_vs_uninterrupted"] = table["final_acc"] - baseline
-    lines = ["# Faults: detection, work lost, final accuracy", "",
-             f"3 workers, {options['epochs']} epochs; accuracy of the uninterrupted run {baseline:.4f}.",
-             "detection_s: from the kill to the run's own report of it; work_lost_s: from the last checkpoint "
-             "to the fault.", "", markdown_table(table)]  # fmt: skip
+    table["acc_vs_uninterrupted"] = table["final_acc"] - table["uninterrupted_acc"]
+    summary = _summary(table)
+    lines = ["# Faults: steps redone, seconds lost, final accuracy", "",
+             f"{WORKERS} workers of an embedded LocalCluster, {options['epochs']} epochs of "
+             f"`{options['data']}` (`{options['model']}`, batch {options['batch_size']}), {seeds} seed(s); "
+             f"--commit-steps {commits} is the default.",
+             "steps_redone: steps done again after the fault (from the faults.json of the run); seconds_lost: "
+             "the faulted run's wall time (a killed client: both commands') less the uninterrupted run's "
+             "with the same seed; detection_s: from the kill to the run's own report of it.", "",
+             "Per fault, over the seeds (mean, and the largest steps redone):", "", markdown_table(summary), "",
+             markdown_table(table)]  # fmt: skip
     write_report(out_dir, SUITE, lines, {SUITE: table})
     return table
+
+
+def _summary(table: pd.DataFrame) -> pd.DataFrame:
+    grouped = table.groupby(["fault", "point"], sort=False)
+    return grouped.agg(seeds=("seed", "count"), steps_redone=("steps_redone", "mean"),
+                       max_steps_redone=("steps_redone", "max"), seconds_lost=("seconds_lost", "mean"),
+                       acc_vs_uninterrupted=("acc_vs_uninterrupted", "mean")).reset_index()  # fmt: skip

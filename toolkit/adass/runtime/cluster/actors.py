@@ -22,6 +22,8 @@ from ...config import RunConfig
 from ...data import DataNotFound, Shard, read_shard
 from ...devices import local_device
 from ...engine import (
+    Commit,
+    Commits,
     Engine,
     LiveBatches,
     ReplicaState,
@@ -244,6 +246,10 @@ class Replica(_Member):
         training rows take as float32 (held, or read a batch at a time); ``worker``, its address."""
         state = ReplicaState.held(self.config, shard, self.rank)
         self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
+        if self.replicas > 1 and self.exchange.lockstep and not self.exchange.pulls_parameters:
+            # peers that hold the same parameters after every step: a lost replica costs at most the
+            # steps since the last commit (see adass.engine.commits)
+            self.engine.commits = Commits(self.config.cluster.commit_steps)
         return {"rank": self.rank, "n": shard.n, "how": how, "load_s": load_s, "data_bytes": shard.nbytes,
                 "rss_bytes": psutil.Process().memory_info().rss, "taken_bytes": _anon_bytes() - anon_before,
                 "in_file": shard.in_file, "shard_bytes": shard.n * math.prod(shard.shape) * 4,
@@ -262,13 +268,37 @@ class Replica(_Member):
         return await asyncio.to_thread(work)
 
     async def run_epoch(
-        self, epoch: int, steps: int, worker_steps: list[int] | None = None
-    ) -> dict[str, Any]:
+        self, epoch: int, steps: int, worker_steps: list[int] | None = None,
+        resume: tuple[Commit, bool] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """Run the epoch planned by ``select`` (``steps`` of them, or this replica's own where
-        ``worker_steps`` are given); live rows go out as Dask events."""
+        ``worker_steps`` are given); live rows go out as Dask events. ``resume``: a commit of this
+        epoch and whether it is this replica's own; the epoch goes on after its steps (see
+        :meth:`~adass.engine.loop.Engine.recover`)."""
         live = LiveBatches(self.relay.send, self.plan.steps_of(self.rank))
-        report = await asyncio.to_thread(self.engine.run_epoch, self.plan, live, None, False)
-        return vars(report)
+
+        def work() -> Any:
+            at = None
+            if resume is not None:
+                at = self.engine.recover(*resume)
+                live.seen = at.at
+            return self.engine.run_epoch(self.plan, live, None, False, at)
+
+        return vars(await asyncio.to_thread(work))
+
+    async def commits(self) -> dict[str, Any]:
+        """The commits this replica holds (``held``: ``(epoch, at)`` points), its global step count now
+        (``step``: steps done, the one that failed not counted) and as its last epoch began."""
+        engine = self.engine
+        return {
+            "held": engine.commits.held(),
+            "step": engine.state.step,
+            "epoch_start_step": engine.epoch_start_step,
+        }
+
+    async def commit(self, epoch: int, at: int) -> Commit | None:
+        """The commit after ``at`` steps of ``epoch``, if this replica holds it."""
+        return self.engine.commits.get(epoch, at)
 
     async def evaluate(self) -> tuple[float, float]:
         return await asyncio.to_thread(self.engine.evaluate)
@@ -318,11 +348,14 @@ class Server(_Member):
         self.exchange.load_state_dict(state)
 
     async def run_epoch(
-        self, epoch: int, steps: int, worker_steps: list[int] | None = None
+        self, epoch: int, steps: int, worker_steps: list[int] | None = None, resume: int | None = None
     ) -> dict[str, Any]:
+        """Serve the epoch's steps (after the first ``resume`` where the replicas go on from a commit)."""
+
         def work() -> dict[str, Any]:
             self.exchange.epoch = epoch
-            traffic = [vars(r) for r in as_server(self.exchange).serve_epoch(steps, worker_steps or ())]
+            left = steps - (resume or 0)
+            traffic = [vars(r) for r in as_server(self.exchange).serve_epoch(left, worker_steps or ())]
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)

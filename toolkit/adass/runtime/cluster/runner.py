@@ -5,11 +5,16 @@ ADASS budget and the step count), run the epoch exchanging gradients peer to pee
 back; :func:`adass.engine.drive` does the rest, as for every backend. Replicas get their data as
 :mod:`adass.runtime.cluster.feed` says (read where they are, or streamed by the client). Every epoch
 ends with a checkpoint (:mod:`adass.engine.checkpoints`) so ``resume=True`` can continue a run: the
-workers write their files where ``--checkpoint`` says when they all reach it, else the client does. All ranks are waited on together (:func:`adass.runtime.cluster.waiting.wait_all`): the first
-rank that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
-last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the cluster
-gives one in time (a nanny restarts a killed worker process), otherwise on the workers that remain,
-the checkpoint re-sharded to fewer replicas (:func:`adass.engine.checkpoints.reshard_checkpoint`).
+workers write their files where ``--checkpoint`` says when they all reach it, else the client does.
+
+All ranks are waited on together (:func:`adass.runtime.cluster.waiting.wait_all`): the first rank
+that fails, or a worker that leaves, ends the epoch at once; the run then starts again from its
+last checkpoint (``--restarts`` times), and ``faults`` says so: on a replacement worker when the
+cluster gives one in time (a nanny restarts a killed worker process), otherwise on the workers that
+remain, the checkpoint re-sharded to fewer replicas (:func:`adass.engine.checkpoints.
+reshard_checkpoint`). With as many replicas as before, the failed epoch does not start over: it goes
+on from the last in-memory commit the survivors hold (``--commit-steps``, :mod:`adass.engine.
+commits`), so at most that many steps are done again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from ...config import RunConfig
 from ...data import Dataset, absolute_paths, load_dataset
 from ...engine import (
     Checkpoint,
+    Commit,
     EpochOutcome,
     RunStore,
     Stop,
@@ -37,6 +43,7 @@ from ...engine import (
     has_checkpoint,
     read_checkpoint,
     reshard_checkpoint,
+    stop_signal,
 )
 from ...failures import LostRank, RunFailure
 from ...locations import Location
@@ -51,9 +58,62 @@ from .gpus import device_on_workers
 from .rendezvous import KeyValue
 from .waiting import call_all, call_each, wait_all
 
-__all__ = ["DaskBackend", "DistributedResult", "train_distributed"]
+__all__ = ["DaskBackend", "DistributedResult", "Recovery", "train_distributed"]
 
 FAULTS_FILE = "faults.json"
+_ASK_S = 15.0  # how long a survivor may take to say which commits it holds
+# a replacement has twice --detect-s to join after a loss, and at least twice this: a nanny restarts
+# a killed worker in a few seconds; one that comes later is taken in as a later epoch begins
+_REPLACEMENT_FLOOR_S = 5.0
+
+
+@dataclass
+class Recovery:
+    """What the replicas still answering held when epoch ``epoch`` (``steps`` steps) failed.
+
+    Attributes
+    ----------
+    at : int
+        The last point of the epoch every one of them holds a commit of (0: none).
+    commits : dict
+        Their commits at ``at``, by rank; the other ranks lost theirs.
+    lost_at_step : int
+        The global step count the furthest of them had reached (steps done).
+    epoch_start_step : int
+        The global step count as the epoch began.
+    replicas : int
+        Replicas of the failed attempt.
+    """
+
+    epoch: int
+    steps: int
+    replicas: int
+    at: int = 0
+    commits: dict[int, Commit] = field(default_factory=dict)
+    lost_at_step: int = 0
+    epoch_start_step: int = 0
+
+    def usable(self, first_epoch: int, replicas: int) -> bool:
+        """Whether the next attempt can go on from the commits: it starts at the failed epoch (the
+        checkpoint before it was loaded), with as many replicas (the same shards and plan), and some
+        replica held a commit."""
+        return bool(self.commits) and self.at > 0 and first_epoch == self.epoch and replicas == self.replicas
+
+    def for_rank(self, rank: int) -> tuple[Commit, bool]:
+        """Rank ``rank``'s commit and True; a rank that lost its own gets a peer's and False."""
+        if rank in self.commits:
+            return self.commits[rank], True
+        return next(iter(self.commits.values())), False
+
+    def facts(self, used: bool) -> dict[str, Any]:
+        """What faults.json says of it: where the run went on and how many steps it did again."""
+        if used:
+            resumed = next(iter(self.commits.values())).step
+            return {"recovered_from": "commit", "lost_at_step": self.lost_at_step, "resumed_at_step": resumed,
+                    "steps_redone": self.lost_at_step - resumed}  # fmt: skip
+        return {"recovered_from": "checkpoint", "lost_at_step": self.lost_at_step,
+                "resumed_at_step": self.epoch_start_step,
+                "steps_redone": self.lost_at_step - self.epoch_start_step}  # fmt: skip
 
 
 @dataclass
@@ -97,6 +157,8 @@ class DaskBackend:
         self.futures: list[Any] = []
         self.addresses: list[str] = []
         self.chosen: list[dict[str, Any]] = []
+        self.resume_from: Recovery | None = None  # commits the next epoch goes on from
+        self.lost: Recovery | None = None  # what the survivors held when an epoch failed
 
     def alive(self) -> set[str]:
         return set(self.handle.workers())
@@ -177,9 +239,46 @@ class DaskBackend:
 
     def train(self, epoch: int, stop: Callable[[], bool]) -> EpochOutcome:
         steps, worker_steps = self.chosen[0]["steps"], self.chosen[0]["worker_steps"]
-        reports = self.call(self.actors + self.servers, "run_epoch", epoch, steps, worker_steps,
-                            what=f"epoch {epoch}")  # fmt: skip
+        resume, self.resume_from = self.resume_from, None
+        if resume is not None and (resume.epoch, resume.steps) != (epoch, steps):
+            resume = None  # another plan than the one the commits were taken in: the epoch from its start
+        members = self.actors + self.servers
+        try:
+            if resume is None:
+                reports = self.call(members, "run_epoch", epoch, steps, worker_steps, what=f"epoch {epoch}")
+            else:
+                args = [(epoch, steps, worker_steps, resume.for_rank(r)) for r in range(self.replicas_n)]
+                args += [(epoch, steps, worker_steps, resume.at)] * self.servers_n
+                reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
+        except LostRank:
+            self.lost = self._survivors_commits(epoch, steps)
+            raise
         return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
+
+    def _survivors_commits(self, epoch: int, steps: int) -> Recovery | None:
+        """Ask every replica still answering which commits it holds, and take the last point they
+        all hold (None where none answers)."""
+        answers: dict[int, dict[str, Any]] = {}
+        for rank in range(self.replicas_n):
+            with contextlib.suppress(Exception):  # a lost worker, or a rank too busy to answer in time
+                answers[rank] = self._ask(rank, "commits")
+        if not answers:
+            return None
+        points = set.intersection(*({at for e, at in a["held"] if e == epoch} for a in answers.values()))
+        found = Recovery(epoch, steps, self.replicas_n, at=max(points, default=0),
+                         lost_at_step=max(a["step"] for a in answers.values()),
+                         epoch_start_step=min(a["epoch_start_step"] for a in answers.values()))  # fmt: skip
+        for rank in answers if found.at else ():
+            with contextlib.suppress(Exception):
+                commit = self._ask(rank, "commit", epoch, found.at)
+                if commit is not None:
+                    found.commits[rank] = commit
+        return found
+
+    def _ask(self, rank: int, method: str, *args: Any) -> Any:
+        """``method(*args)`` of replica ``rank`` alone, within ``_ASK_S`` seconds."""
+        return call_each([self.actors[rank]], method, [args], [self.addresses[rank]], min(self.timeout_s, _ASK_S),
+                         f"asking rank {rank} for its commits", alive=self.alive)[0]  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:
         return self.call(self.actors[:1], "evaluate", what="evaluation")[0]
@@ -288,10 +387,23 @@ def train_distributed(
             on_ready(handle)
         if checkpoint is not None and hasattr(sink, "resume"):
             sink.resume()
-        for attempt in range(config.cluster.restarts + 1):
+        recovery: Recovery | None = None
+        limit = config.cluster.max_workers or config.cluster.workers  # replicas the run may grow back to
+        attempt = 0  # restarts after a loss so far (a worker taken in costs none)
+        while True:
+            lost: dict[str, Recovery | None] = {}
+            joining = _joining(handle, config, dataset, limit, checkpoints, stop)
             try:
                 return _attempt(config, handle, run_id, store, sink, progress, checkpoints, checkpoint,
-                                stop, dataset, faults)  # fmt: skip
+                                joining, dataset, faults, recovery, lost)  # fmt: skip
+            except WorkersJoined as joined:
+                checkpoint = _last_checkpoint(checkpoints, checkpoint)
+                faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": "", "joined": True,
+                               "resumed_from_epoch": checkpoint.epoch, "workers": config.cluster.workers,
+                               "workers_after": joined.replicas})  # fmt: skip
+                config, recovery = config.replace(workers=joined.replicas), None
+                _write_faults(checkpoint_dir, faults)
+                continue
             except LostRank as err:
                 faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": str(err),
                                "resumed_from_epoch": None, "workers": config.cluster.workers})  # fmt: skip
@@ -299,12 +411,19 @@ def train_distributed(
                     raise RunFailure(
                         f"{err} (after {attempt} restarts; --restarts {config.cluster.restarts})"
                     ) from None
+                attempt += 1
                 config = _after_loss(handle, config)
                 checkpoint = _last_checkpoint(checkpoints, checkpoint)
-                faults[-1]["resumed_from_epoch"] = checkpoint.epoch if checkpoint is not None else -1
+                first = checkpoint.epoch + 1 if checkpoint is not None else 0
+                recovery = lost.get("recovery")
+                if recovery is not None:
+                    used = recovery.usable(first, config.cluster.workers)
+                    if recovery.epoch == first:  # steps redone are counted where the epoch is known
+                        faults[-1].update(recovery.facts(used))
+                    recovery = recovery if used else None
+                faults[-1]["resumed_from_epoch"] = first - 1
                 faults[-1]["workers_after"] = config.cluster.workers
                 _write_faults(checkpoint_dir, faults)
-        raise AssertionError("unreachable")  # the loop returns or raises
     finally:
         if own_handle:
             handle.close()
@@ -316,19 +435,59 @@ def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
     servers = config.servers
     world = config.cluster.workers + servers
     try:
-        handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, 10.0) * 2)
+        handle.client.wait_for_workers(world, timeout=max(config.cluster.detect_s, _REPLACEMENT_FLOOR_S) * 2)
         return config
     except Exception:  # noqa: BLE001 - dask raises TimeoutError or OSError; either way, count who is left
         have = len(handle.workers())
-    if have - servers < 1:
+    fewest = config.cluster.min_workers
+    if have - servers < fewest:
         raise RunFailure(
             f"a worker was lost and the cluster has {have} of the {world} workers the run needs"
-            f" ({servers} servers and at least 1 replica)"
+            f" ({servers} servers and at least {fewest} replica{'s' if fewest > 1 else ''}; --min-workers {fewest})"
         ) from None
     try:
         return config.replace(workers=have - servers)
     except SpecError as err:  # colocated PS shards live in replicas: too few left to hold them all
         raise RunFailure(f"a worker was lost and {have - servers} replicas remain: {err}") from None
+
+
+class WorkersJoined(Exception):
+    """More workers than replicas as an epoch begins: the run goes on from the checkpoint just written
+    with ``replicas`` replicas (raised through the driver's stop check, so nothing of the epoch ran)."""
+
+    def __init__(self, replicas: int) -> None:
+        super().__init__(f"workers joined: {replicas} replicas")
+        self.replicas = replicas
+
+
+def _joining(handle: ClusterHandle, config: RunConfig, dataset: Dataset, limit: int,
+             checkpoints: Location | None, stop: Stop) -> Stop:  # fmt: skip
+    """The driver's stop check, which also takes in workers that joined: before every epoch but an
+    attempt's first (the checkpoint of the epoch before is then written), where the cluster has
+    more workers than the run holds and the run has fewer replicas than ``limit``, it raises
+    :class:`WorkersJoined`. Runs without checkpoints take no one in."""
+    told = stop_signal(stop)
+    replicas, servers = config.cluster.workers, config.servers
+    if checkpoints is None or replicas >= limit:
+        return told
+    started: list[bool] = []
+
+    def check() -> bool:
+        if told():
+            return True
+        if not started:  # the attempt's first epoch: it just started on the workers there are
+            started.append(True)
+            return False
+        more = min(len(handle.workers()) - servers, limit)
+        if more > replicas:
+            try:
+                check_replica_count(config.replace(workers=more), dataset)
+            except SpecError:  # a layout the exchange or the data refuse: stay as it is
+                return False
+            raise WorkersJoined(more)
+        return False
+
+    return check
 
 
 def _last_checkpoint(checkpoints: Location | None, before: Checkpoint | None) -> Checkpoint | None:
@@ -342,12 +501,15 @@ def _attempt(
     config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
     progress: Callable[[EvalRecord], None] | None, checkpoints: Location | None,
     checkpoint: Checkpoint | None, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
+    recovery: Recovery | None, lost: dict[str, Recovery | None],
 ) -> DistributedResult:  # fmt: skip
-    """Start the actors, load ``checkpoint`` (or start afresh), train the remaining epochs."""
+    """Start the actors, load ``checkpoint`` (or start afresh), go on from ``recovery``'s commits in
+    its epoch, train the remaining epochs; a lost rank leaves what the survivors held in ``lost``."""
     if checkpoint is not None:
         # the same checkpoint for as many replicas as this attempt has
         checkpoint = reshard_checkpoint(checkpoint, config, dataset)
     backend = DaskBackend(config, handle, run_id, store, dataset, checkpoints)
+    backend.resume_from = recovery
     try:
         backend.start()
         driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
@@ -355,6 +517,7 @@ def _attempt(
                        chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     finally:
+        lost["recovery"] = backend.lost
         backend.close()
     return DistributedResult(sink=sink, store=store, final=driven.final, dashboard_link=handle.dashboard_link,
                              totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults,

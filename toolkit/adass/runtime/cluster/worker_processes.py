@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["DaskProcesses", "dask_processes"]
 
@@ -27,6 +28,18 @@ class DaskProcesses:
     address: str
     scheduler: subprocess.Popen
     workers: list[subprocess.Popen] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    log: Any = None
+
+    def add_worker(self) -> subprocess.Popen:
+        """Start one more worker that joins the running cluster (it is ended with the others)."""
+        proc = _spawn("worker", _worker_args(self.address, self.host), self.log)
+        self.workers.append(proc)
+        return proc
+
+
+def _worker_args(address: str, host: str) -> list[str]:
+    return [address, "--nthreads", "1", "--host", host, "--no-dashboard", "--memory-limit", "0"]
 
 
 def _spawn(kind: str, args: list[str], log) -> subprocess.Popen:
@@ -70,7 +83,7 @@ def dask_processes(folder: str | Path, workers: int, host: str = "127.0.0.1",
     with open(folder / "dask.log", "w") as log:
         scheduler = _spawn("scheduler", ["--host", host, "--port", "0", "--dashboard-address", f"{host}:0",
                                          "--scheduler-file", str(scheduler_file)], log)  # fmt: skip
-        procs = [scheduler]
+        lab = None
         try:
             deadline = time.time() + timeout_s
             while not scheduler_file.exists() and time.time() < deadline:
@@ -80,10 +93,10 @@ def dask_processes(folder: str | Path, workers: int, host: str = "127.0.0.1",
                     f"dask scheduler wrote no address within {timeout_s:g} s (see {folder}/dask.log)"
                 )
             address = json.loads(scheduler_file.read_text())["address"]
+            lab = DaskProcesses(address, scheduler, [], host, log)
             for _ in range(workers):
-                procs.append(_spawn("worker", [address, "--nthreads", "1", "--host", host, "--no-dashboard",
-                                               "--memory-limit", "0"], log))  # fmt: skip
-            yield DaskProcesses(address, scheduler, procs[1:])
+                lab.add_worker()
+            yield lab
         finally:
-            for proc in procs:
+            for proc in [scheduler, *(lab.workers if lab is not None else [])]:
                 _end(proc)
