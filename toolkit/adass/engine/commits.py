@@ -2,7 +2,7 @@
 
 Every ``every`` steps of an epoch a replica keeps a :class:`Commit`: its whole state (model,
 optimizer, sampler with its buffered observations, counters, the exchange's memory and codec
-state) as the bytes of a checkpoint file, and the epoch's report so far. Only the last two are
+state), copied into host memory (:func:`host_copy`), and the epoch's report so far. Only the last two are
 held, in the replica's own memory; nothing is written. Replicas of a lock-step exchange commit at
 the same steps, so after a loss every survivor holds the same point (one of them may be a commit
 ahead: the second-to-last commit covers it).
@@ -21,7 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Commit", "Commits", "EpochResume"]
+import torch
+
+__all__ = ["Commit", "Commits", "EpochResume", "host_copy"]
+
+
+def host_copy(value: Any) -> Any:
+    """``value`` with every tensor in it copied to host memory (dicts, lists and tuples followed), so
+    that later steps do not change it and a GPU replica's commits take no device memory."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: host_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(host_copy(v) for v in value)
+    return value
 
 
 @dataclass
@@ -55,9 +69,8 @@ class Commit:
         The point: after ``at`` steps of ``epoch``.
     step : int
         The replica's global step count at that point.
-    state : bytes
-        :meth:`~adass.engine.loop.Engine.state_dict` as checkpoint bytes (a copy, so later steps do
-        not change it).
+    state : dict
+        :meth:`~adass.engine.loop.Engine.state_dict`, every tensor a copy in host memory.
     resume : EpochResume
         The epoch's report so far and the counters it started from.
     """
@@ -65,7 +78,7 @@ class Commit:
     epoch: int
     at: int
     step: int
-    state: bytes
+    state: dict[str, Any]
     resume: EpochResume
 
 

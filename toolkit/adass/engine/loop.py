@@ -20,8 +20,7 @@ from ..metrics import StepRecord, TrafficRecord, as_row
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
-from .checkpoints import state_bytes, state_from_bytes
-from .commits import Commit, Commits, EpochResume
+from .commits import Commit, Commits, EpochResume, host_copy
 from .epoch import EpochPlan, EpochReport
 from .replica import ReplicaState
 from .shares import Throughput
@@ -104,7 +103,7 @@ class Engine:
         self.throughput = Throughput()
         self.held_s = 0.0  # of the last step: seconds the servers held its reply back (see StepReport)
         self.commits = Commits()  # none unless the runtime asks for them (see adass.engine.commits)
-        self.epoch_start_step = 0  # the global step count as the running (or last) epoch began
+        self.epoch_ends: dict[int, int] = {}  # the global step count at the end of the last epochs
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -191,7 +190,6 @@ class Engine:
             first, base = resume.at, {**base, **resume.base}
             if resume.report:
                 report = EpochReport(**resume.report)
-        self.epoch_start_step = int(base["step"])
         start = time.perf_counter() - base["elapsed_s"]
         refresh = self.selection.refresh
         if not first and refresh is not None and refresh.numel():
@@ -224,6 +222,8 @@ class Engine:
         self.throughput.update(report.samples, report.busy_s)
         report.traffic += self.agreement_traffic(plan.epoch)  # two-pass samplers' per-step counts
         report.train_s = time.perf_counter() - start
+        self.epoch_ends = {e: n for e, n in self.epoch_ends.items() if e >= plan.epoch - 2}
+        self.epoch_ends[plan.epoch] = s.step
         report.backprops = s.counters.backprops - base["backprops"]
         report.forwards = s.counters.forwards - base["forwards"] + plan.refreshed
         report.skipped = self.nonfinite_steps - base["skipped"]
@@ -235,7 +235,7 @@ class Engine:
         """Keep this replica's state after ``done`` steps of ``epoch`` (see :mod:`adass.engine.commits`)."""
         so_far = {**vars(report), "steps": list(report.steps), "traffic": list(report.traffic),
                   "losses": list(report.losses)}  # fmt: skip
-        self.commits.add(Commit(epoch, done, self.state.step, state_bytes(self.state_dict()),
+        self.commits.add(Commit(epoch, done, self.state.step, host_copy(self.state_dict()),
                                 EpochResume(done, so_far, base)))  # fmt: skip
 
     def recover(self, commit: Commit, own: bool) -> EpochResume:
@@ -247,7 +247,7 @@ class Engine:
         checkpoint and plan gave it, the counters their own, and the error-feedback memory starts
         at zero. Its report then holds the steps from the commit on.
         """
-        theirs = state_from_bytes(commit.state)
+        theirs = host_copy(commit.state)  # loading may keep its tensors: the commit stays as it was
         if own:
             self.load_state_dict(theirs)
             return commit.resume

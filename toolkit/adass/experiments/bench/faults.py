@@ -12,6 +12,7 @@ A worker that starts mid-run on an external cluster is taken in as the next epoc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...failures import one_line
 from ...metrics import StepRecord
 from ...runtime.cluster.worker_processes import dask_processes
 from ...tables import markdown_table
@@ -38,6 +40,7 @@ _POLL_S = 0.005
 
 
 WORKERS = 4
+_HUNG_DETECT_S = 10.0
 
 
 def _options(quick: bool, seed: int) -> dict[str, Any]:
@@ -109,8 +112,11 @@ def _uninterrupted(handle: Any, out: Path, options: dict[str, Any]) -> tuple[Any
     return result, time.time() - start, ended
 
 
-def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float, straight: tuple) -> dict:
-    """Kill rank 1's worker ``delay_s`` after epoch 0's checkpoint (inside epoch 1)."""
+def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float, straight: tuple,
+                 sig: int = signal.SIGKILL) -> dict:  # fmt: skip
+    """Kill rank 1's worker ``delay_s`` after epoch 0's checkpoint (half of epoch 1's time in the
+    uninterrupted run: inside epoch 1, or a later one where this run goes faster); with ``sig``
+    SIGSTOP it hangs instead (and is killed once the run is over)."""
     baseline, baseline_s, _ = straight
     pids = handle.client.run(os.getpid)
     victim = pids[handle.workers()[1]]
@@ -119,20 +125,52 @@ def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float
     def progress(record: Any) -> None:
         if record.epoch == 0 and not killed:
             killed["at"] = time.time() + delay_s
-            threading.Timer(delay_s, os.kill, (victim, signal.SIGKILL)).start()
+            threading.Timer(delay_s, os.kill, (victim, sig)).start()
 
     start = time.time()
-    result = _distributed(handle, out, options, progress)
+    try:
+        result = _distributed(handle, out, options, progress)
+    finally:
+        if sig != signal.SIGKILL:  # the stopped worker process, ours, by its PID
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
     wall_s = time.time() - start
     fault = result.faults[0] if result.faults else {}
     commits = options["commit_steps"]
-    point = f"half-way through epoch 1, --commit-steps {commits}"
-    return _row("worker_killed", options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
+    point = f"mid-epoch, --commit-steps {commits}"
+    name = "worker_killed" if sig == signal.SIGKILL else "worker_hung"
+    return _row(name, options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
                 seconds_lost=wall_s - baseline_s, final_acc=result.final.test_acc,
                 uninterrupted_acc=baseline.final.test_acc,
                 detection_s=fault.get("at_unix_s", float("nan")) - killed.get("at", float("nan")),
-                outcome=f"killed {delay_s:.2f} s into epoch 1; went on from its {fault.get('recovered_from', '?')} "
+                outcome=f"{name.split('_')[1]} {delay_s:.2f} s after checkpoint 0; went on from its {fault.get('recovered_from', '?')} "
                 f"at step {fault.get('resumed_at_step', '?')} (lost at {fault.get('lost_at_step', '?')})")  # fmt: skip
+
+
+def _hang_worker(
+    out_dir: Path, options: dict[str, Any], commits: int, delay_s: float, straight: tuple
+) -> dict:
+    """Stop rank 1's worker (SIGSTOP) mid-run on a cluster that counts a worker lost after 10 s
+    without a heartbeat."""
+    from ...runtime.cluster import connect
+
+    seed = options["seed"]
+    with connect(n_workers=WORKERS, detect_s=_HUNG_DETECT_S) as handle:
+        handle.client.wait_for_workers(WORKERS, timeout=120)
+        _distributed(handle, out_dir / f"warm-up-hung-seed{seed}", {**options, "epochs": 2}, lambda r: None)
+        hung = {**options, "commit_steps": commits, "detect_s": _HUNG_DETECT_S, "timeout_s": 60.0}
+        return _kill_worker(
+            handle, out_dir / f"worker-hung-seed{seed}", hung, delay_s, straight, signal.SIGSTOP
+        )
+
+
+def _guarded(fault: str, seed: int, measure: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``measure(*args)``, one fault's row; a fault the run did not survive is a row that says why,
+    not the suite's end."""
+    try:
+        return measure(*args)
+    except Exception as err:  # noqa: BLE001 - any failure of the measured run is its outcome
+        return _row(fault, seed, "", outcome=f"failed: {one_line(err)}")
 
 
 def _worker_joins(out: Path, options: dict[str, Any], straight: tuple) -> dict[str, Any]:
@@ -239,12 +277,14 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.Data
             )
             straight = _uninterrupted(handle, out_dir / f"uninterrupted-seed{seed}", options)
             result, straight_s, ended = straight
-            delay = 0.5 * (ended[1] - ended[0])  # half-way through epoch 1
+            delay = 0.5 * (ended[1] - ended[0])  # half of epoch 1
             killed = [
-                _kill_worker(handle, out_dir / f"worker-k{k}-seed{seed}", {**options, "commit_steps": k}, delay,
-                             straight)
+                _guarded("worker_killed", seed, _kill_worker, handle, out_dir / f"worker-k{k}-seed{seed}",
+                         {**options, "commit_steps": k}, delay, straight)
                 for k in (commits, 0)
             ]  # fmt: skip
+        # a hung worker is lost once it misses --detect-s of heartbeats: a cluster that waits 10 s
+        killed.append(_guarded("worker_hung", seed, _hang_worker, out_dir, options, commits, delay, straight))
         args = _flags(options)
         # the client's faults are commands of their own (each starts its cluster): so is their baseline
         start = time.time()
@@ -255,17 +295,16 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.Data
                          final_acc=result.final.test_acc, uninterrupted_acc=result.final.test_acc,
                          outcome=f"{straight_s:.1f} s on the open cluster; {command_s:.1f} s as a command"))  # fmt: skip
         rows += killed
-        rows.append(_worker_joins(out_dir, options, (result, straight_s)))
+        rows.append(_guarded("worker_joins", seed, _worker_joins, out_dir, options, (result, straight_s)))
         client_points = {"during epoch 3": lambda run: _pointer(run)[0] >= 2}
         if seed == 0:
             client_points = {"in checkpoint window 1": lambda run: (run / "checkpoints" / "epoch-000001").exists(),
                              "after checkpoint 1": lambda run: _pointer(run)[0] >= 1, **client_points}  # fmt: skip
         baseline = (result, command_s)
-        rows += [
-            _kill_client(out_dir, args, point, when, seed, baseline) for point, when in client_points.items()
-        ]
+        rows += [_guarded("client_killed", seed, _kill_client, out_dir, args, point, when, seed, baseline)
+                 for point, when in client_points.items()]  # fmt: skip
         if seed == 0:
-            rows.append(_kill_scheduler(out_dir, args, 1, seed))
+            rows.append(_guarded("scheduler_killed", seed, _kill_scheduler, out_dir, args, 1, seed))
     table = pd.DataFrame(rows)
     table["acc_vs_uninterrupted"] = table["final_acc"] - table["uninterrupted_acc"]
     summary = _summary(table)

@@ -288,13 +288,10 @@ class Replica(_Member):
 
     async def commits(self) -> dict[str, Any]:
         """The commits this replica holds (``held``: ``(epoch, at)`` points), its global step count now
-        (``step``: steps done, the one that failed not counted) and as its last epoch began."""
+        (``step``: steps done, the one that failed not counted) and at the end of its last epochs
+        (``ends``: by epoch)."""
         engine = self.engine
-        return {
-            "held": engine.commits.held(),
-            "step": engine.state.step,
-            "epoch_start_step": engine.epoch_start_step,
-        }
+        return {"held": engine.commits.held(), "step": engine.state.step, "ends": dict(engine.epoch_ends)}
 
     async def commit(self, epoch: int, at: int) -> Commit | None:
         """The commit after ``at`` steps of ``epoch``, if this replica holds it."""

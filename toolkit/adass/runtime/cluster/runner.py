@@ -79,8 +79,8 @@ class Recovery:
         Their commits at ``at``, by rank; the other ranks lost theirs.
     lost_at_step : int
         The global step count the furthest of them had reached (steps done).
-    epoch_start_step : int
-        The global step count as the epoch began.
+    ends : dict
+        The global step count at the end of the last epochs, by epoch.
     replicas : int
         Replicas of the failed attempt.
     """
@@ -91,7 +91,7 @@ class Recovery:
     at: int = 0
     commits: dict[int, Commit] = field(default_factory=dict)
     lost_at_step: int = 0
-    epoch_start_step: int = 0
+    ends: dict[int, int] = field(default_factory=dict)
 
     def usable(self, first_epoch: int, replicas: int) -> bool:
         """Whether the next attempt can go on from the commits: it starts at the failed epoch (the
@@ -105,15 +105,18 @@ class Recovery:
             return self.commits[rank], True
         return next(iter(self.commits.values())), False
 
-    def facts(self, used: bool) -> dict[str, Any]:
-        """What faults.json says of it: where the run went on and how many steps it did again."""
+    def facts(self, used: bool, first: int) -> dict[str, Any]:
+        """What faults.json says of it: where the run went on (from a commit, or from the checkpoint
+        of the epoch before ``first``) and how many steps it did again."""
         if used:
             resumed = next(iter(self.commits.values())).step
             return {"recovered_from": "commit", "lost_at_step": self.lost_at_step, "resumed_at_step": resumed,
                     "steps_redone": self.lost_at_step - resumed}  # fmt: skip
-        return {"recovered_from": "checkpoint", "lost_at_step": self.lost_at_step,
-                "resumed_at_step": self.epoch_start_step,
-                "steps_redone": self.lost_at_step - self.epoch_start_step}  # fmt: skip
+        facts: dict[str, Any] = {"recovered_from": "checkpoint", "lost_at_step": self.lost_at_step}
+        resumed = 0 if first == 0 else self.ends.get(first - 1)
+        if resumed is not None:  # the step count of that checkpoint is known
+            facts.update(resumed_at_step=resumed, steps_redone=self.lost_at_step - resumed)
+        return facts
 
 
 @dataclass
@@ -251,11 +254,11 @@ class DaskBackend:
                 args += [(epoch, steps, worker_steps, resume.at)] * self.servers_n
                 reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
         except LostRank:
-            self.lost = self._survivors_commits(epoch, steps)
+            self.lost = self.survivors_commits(epoch, steps)
             raise
         return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
 
-    def _survivors_commits(self, epoch: int, steps: int) -> Recovery | None:
+    def survivors_commits(self, epoch: int, steps: int) -> Recovery | None:
         """Ask every replica still answering which commits it holds, and take the last point they
         all hold (None where none answers)."""
         answers: dict[int, dict[str, Any]] = {}
@@ -267,7 +270,7 @@ class DaskBackend:
         points = set.intersection(*({at for e, at in a["held"] if e == epoch} for a in answers.values()))
         found = Recovery(epoch, steps, self.replicas_n, at=max(points, default=0),
                          lost_at_step=max(a["step"] for a in answers.values()),
-                         epoch_start_step=min(a["epoch_start_step"] for a in answers.values()))  # fmt: skip
+                         ends=next(iter(answers.values()))["ends"])  # fmt: skip
         for rank in answers if found.at else ():
             with contextlib.suppress(Exception):
                 commit = self._ask(rank, "commit", epoch, found.at)
@@ -418,8 +421,7 @@ def train_distributed(
                 recovery = lost.get("recovery")
                 if recovery is not None:
                     used = recovery.usable(first, config.cluster.workers)
-                    if recovery.epoch == first:  # steps redone are counted where the epoch is known
-                        faults[-1].update(recovery.facts(used))
+                    faults[-1].update(recovery.facts(used, first))
                     recovery = recovery if used else None
                 faults[-1]["resumed_from_epoch"] = first - 1
                 faults[-1]["workers_after"] = config.cluster.workers
@@ -516,6 +518,10 @@ def _attempt(
                        checkpoint_dir=checkpoints, checkpoint=checkpoint,
                        chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
+    except LostRank:
+        if backend.lost is None:  # lost outside an epoch's steps (its plan, a checkpoint): no commit to use
+            backend.lost = backend.survivors_commits(-1, 0)
+        raise
     finally:
         lost["recovery"] = backend.lost
         backend.close()
