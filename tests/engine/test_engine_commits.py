@@ -30,7 +30,10 @@ def test_commits_fall_every_k_steps_inside_the_epoch_and_the_last_two_are_kept()
     last = (steps - 1) // 3 * 3  # none after the epoch's last step: that is the epoch checkpoint's
     assert steps == 13 and engine.commits.held() == [(0, last - 3), (0, last)]
     commit = engine.commits.get(0, last)
-    assert commit.step == commit.resume.base["step"] + last == last and len(commit.resume.report["steps"]) == last
+    assert (
+        commit.step == commit.resume.base["step"] + last == last
+        and len(commit.resume.report["steps"]) == last
+    )
 
 
 def test_going_on_from_an_own_commit_ends_the_epoch_bit_for_bit_as_without_the_loss():
