@@ -106,59 +106,57 @@ def test_workers_read_their_shards_over_http_and_the_client_writes_checkpoints_a
             assert torch.equal(a[key], b[key]), (rank, key)
 
 
-def test_a_worker_killed_mid_epoch_and_replaced_costs_the_steps_since_the_last_commit(lab_run):
-    """Rank 3's worker is killed inside epoch 1 and a replacement starts on the same host: the run goes
-    on from the survivors' last commit (every 5 steps of 25), on 4 replicas, and ends as the lab's
-    uninterrupted run did."""
+def _kill_a_worker_mid_run(lab_run, name: str, host: int, options: list[str], after_s: float = 0.0,
+                           then=None) -> list[dict]:  # fmt: skip
+    """Run the lab's client with ``options``, kill the worker on ``host`` ``after_s`` after the first
+    checkpoint (by its recorded PID), call ``then()``; return the run's faults.json once it ended."""
     state, root, client = lab_run
-    run = root / "replaced"
-    log = open(root / "replaced.log", "w")
-    argv = [*client, "--out", str(run), "--restarts", "1", "--commit-steps", "5", "--straggler", "0:0.03"]
-    proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-    victim = next(p for p in state.processes if p.role == "worker" and p.host == 3)
+    run = root / name
+    log = open(root / f"{name}.log", "w")
+    proc = subprocess.Popen(
+        [*client, "--out", str(run), *options], stdout=log, stderr=log, start_new_session=True
+    )
+    victim = next(p for p in state.processes if p.role == "worker" and p.host == host)
     try:
         deadline = time.monotonic() + 300
         while _pointer_epoch(run) < 0 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        time.sleep(0.4)  # about half of epoch 1's 25 steps of 30 ms or more
+        time.sleep(after_s)
         assert proc.poll() is None, "the run ended before the kill point"
         assert signal_process(state, victim, signal.SIGKILL)
-        start_worker(state, 3, "w3-again", timeout_s=60, hide=[root])
-        assert proc.wait(timeout=300) == 0, (root / "replaced.log").read_text()[-2000:]
+        if then is not None:
+            then()
+        assert proc.wait(timeout=300) == 0, (root / f"{name}.log").read_text()[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         log.close()
-    (fault,) = json.loads((run / "faults.json").read_text())
+    return json.loads((run / "faults.json").read_text())
+
+
+def test_a_worker_killed_mid_epoch_and_replaced_costs_the_steps_since_the_last_commit(lab_run):
+    """Rank 3's worker is killed inside epoch 1 and a replacement starts on the same host: the run goes
+    on from the survivors' last commit (every 5 steps of 25), on 4 replicas, and ends as the lab's
+    uninterrupted run did."""
+    state, root, _ = lab_run
+    options = ["--restarts", "1", "--commit-steps", "5", "--straggler", "0:0.03"]
+    (fault,) = _kill_a_worker_mid_run(  # about half of epoch 1's 25 steps of 30 ms or more
+        lab_run, "replaced", 3, options, after_s=0.4,
+        then=lambda: start_worker(state, 3, "w3-again", timeout_s=60, hide=[root]),
+    )  # fmt: skip
     assert fault["recovered_from"] == "commit" and fault["workers_after"] == 4, fault
     assert 0 <= fault["steps_redone"] <= 5 and fault["resumed_from_epoch"] == 0
-    evals = pd.read_parquet(run / "eval.parquet")
+    evals = pd.read_parquet(root / "replaced" / "eval.parquet")
     assert list(evals["epoch"]) == [0, 1, 2, 3, 4]
     straight = pd.read_parquet(root / "lab" / "eval.parquet")["test_acc"].iloc[-1]
     assert abs(evals["test_acc"].iloc[-1] - straight) <= 0.01
 
 
 def test_a_worker_killed_mid_run_is_survived_on_the_workers_left(lab_run):
-    state, root, client = lab_run
+    _, root, _ = lab_run
     run = root / "killed"
-    log = open(root / "killed.log", "w")
-    argv = [*client, "--out", str(run), "--restarts", "1", "--detect-s", "1"]
-    proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-    victim = next(p for p in state.processes if p.role == "worker" and p.host == 2)
-    try:
-        deadline = time.monotonic() + 300
-        while _pointer_epoch(run) < 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert proc.poll() is None, "the run ended before the kill point"
-        assert signal_process(state, victim, signal.SIGKILL)  # the worker on host 2, by its recorded PID
-        assert proc.wait(timeout=300) == 0, (root / "killed.log").read_text()[-2000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        log.close()
-    faults = json.loads((run / "faults.json").read_text())
+    faults = _kill_a_worker_mid_run(lab_run, "killed", 2, ["--restarts", "1", "--detect-s", "1"])
     assert len(faults) == 1
     assert (
         faults[0]["workers"] == 4 and faults[0]["workers_after"] == 3 and faults[0]["resumed_from_epoch"] >= 0
