@@ -112,8 +112,7 @@ def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: 
     Returns
     -------
     dict
-        The ``COLUMNS`` of the arm (those it has), ``backprops``, the run's total, and ``steps``, its
-        synchronous steps.
+        The ``COLUMNS`` of the arm (those it has) and ``backprops``, the run's total.
     """
     spec = exchange_spec(exchange, codec)
     config = base.replace(workers=workers, exchange=spec, codec=codec, link=LINKS[link])
@@ -129,7 +128,7 @@ def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: 
                _step_ms(step_s, steps["step"]),
                float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
                result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc, result.data)  # fmt: skip
-    return {**row, "backprops": int(result.totals["backprops"]), "steps": int(steps["step"].nunique())}
+    return {**row, "backprops": int(result.totals["backprops"])}
 
 
 def _measure_ddp(base: RunConfig, handle: ClusterHandle, workers: int) -> dict:
