@@ -65,21 +65,27 @@ class Commit:
 
     Attributes
     ----------
-    epoch, at : int
-        The point: after ``at`` steps of ``epoch``.
-    step : int
-        The replica's global step count at that point.
+    epoch : int
+        The epoch.
     state : dict
         :meth:`~adass.engine.loop.Engine.state_dict`, every tensor a copy in host memory.
     resume : EpochResume
-        The epoch's report so far and the counters it started from.
+        Where the epoch goes on (``at``), its report so far and the counters it started from.
     """
 
     epoch: int
-    at: int
-    step: int
     state: dict[str, Any]
     resume: EpochResume
+
+    @property
+    def at(self) -> int:
+        """Steps of the epoch done at this point."""
+        return self.resume.at
+
+    @property
+    def step(self) -> int:
+        """The replica's global step count at this point."""
+        return int(self.state["step"])
 
 
 class Commits:

@@ -199,9 +199,8 @@ class Engine:
             (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
         )
         steps = len(plan.batches)
-        for done, (part, total) in enumerate(zip(plan.batches, plan.totals, strict=True), start=1):
-            if done <= first:
-                continue
+        left = zip(plan.batches[first:], plan.totals[first:], strict=True)
+        for done, (part, total) in enumerate(left, start=first + 1):
             began = time.perf_counter()
             row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
             report.busy_s += time.perf_counter() - began - self.held_s
@@ -235,8 +234,7 @@ class Engine:
         """Keep this replica's state after ``done`` steps of ``epoch`` (see :mod:`adass.engine.commits`)."""
         so_far = {**vars(report), "steps": list(report.steps), "traffic": list(report.traffic),
                   "losses": list(report.losses)}  # fmt: skip
-        self.commits.add(Commit(epoch, done, self.state.step, host_copy(self.state_dict()),
-                                EpochResume(done, so_far, base)))  # fmt: skip
+        self.commits.add(Commit(epoch, host_copy(self.state_dict()), EpochResume(done, so_far, base)))
 
     def recover(self, commit: Commit, own: bool) -> EpochResume:
         """Take the state of ``commit`` for the planned epoch and say where it goes on.
@@ -259,11 +257,8 @@ class Engine:
             self.exchange.load_state_dict(theirs.get("exchange", {}))
             if self.exchange.memory is not None:
                 self.exchange.memory.reset()
-        base = {
-            "step": commit.resume.base.get("step", commit.step),
-            "elapsed_s": commit.resume.base.get("elapsed_s", 0.0),
-        }
-        return EpochResume(commit.at, {}, base)
+        started = commit.resume.base  # the epoch's start and time so far; the counters stay its own
+        return EpochResume(commit.at, {}, {"step": started["step"], "elapsed_s": started["elapsed_s"]})
 
     def step(
         self,

@@ -91,17 +91,14 @@ def _row(fault: str, seed: int, point: str, **values: Any) -> dict[str, Any]:
 
 
 def _distributed(handle: Any, out: Path, options: dict[str, Any], progress: Callable[[Any], None]) -> Any:
-    """One run on the cluster ``handle`` (records and checkpoints under ``out``)."""
+    """One run on the cluster ``handle``: its checkpoints and faults.json under ``out``, its records in
+    the result (what the rows read)."""
     from ...config import RunConfig
-    from ...data import load_dataset, standardization_record
-    from ...metrics import ParquetSink
     from ...runtime.cluster import train_distributed
 
-    config = RunConfig.from_flat(**options)
-    data = load_dataset(config.data.data, seed=config.optim.seed)
-    record = {**config.to_dict(), "standardization": standardization_record(data)}
-    return train_distributed(config, sink=ParquetSink(out, record), progress=progress, checkpoint_dir=out,
-                             handle=handle)  # fmt: skip
+    return train_distributed(
+        RunConfig.from_flat(**options), progress=progress, checkpoint_dir=out, handle=handle
+    )
 
 
 def _uninterrupted(handle: Any, out: Path, options: dict[str, Any]) -> tuple[Any, float, list[float]]:

@@ -161,7 +161,7 @@ class DaskBackend:
         self.addresses: list[str] = []
         self.chosen: list[dict[str, Any]] = []
         self.resume_from: Recovery | None = None  # commits the next epoch goes on from
-        self.lost: Recovery | None = None  # what the survivors held when an epoch failed
+        self.training: tuple[int, int] = (-1, 0)  # the epoch training now and its steps; (-1, 0): none
 
     def alive(self) -> set[str]:
         return set(self.handle.workers())
@@ -246,21 +246,21 @@ class DaskBackend:
         if resume is not None and (resume.epoch, resume.steps) != (epoch, steps):
             resume = None  # another plan than the one the commits were taken in: the epoch from its start
         members = self.actors + self.servers
-        try:
-            if resume is None:
-                reports = self.call(members, "run_epoch", epoch, steps, worker_steps, what=f"epoch {epoch}")
-            else:
-                args = [(epoch, steps, worker_steps, resume.for_rank(r)) for r in range(self.replicas_n)]
-                args += [(epoch, steps, worker_steps, resume.at)] * self.servers_n
-                reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
-        except LostRank:
-            self.lost = self.survivors_commits(epoch, steps)
-            raise
+        self.training = (epoch, steps)
+        if resume is None:
+            reports = self.call(members, "run_epoch", epoch, steps, worker_steps, what=f"epoch {epoch}")
+        else:
+            args = [(epoch, steps, worker_steps, resume.for_rank(r)) for r in range(self.replicas_n)]
+            args += [(epoch, steps, worker_steps, resume.at)] * self.servers_n
+            reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
+        self.training = (-1, 0)
         return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
 
-    def survivors_commits(self, epoch: int, steps: int) -> Recovery | None:
-        """Ask every replica still answering which commits it holds, and take the last point they
-        all hold (None where none answers)."""
+    def survivors_commits(self) -> Recovery | None:
+        """After a lost rank: ask every replica still answering which commits it holds of the epoch
+        that was training, and take the last point they all hold (None where none answers; no point
+        where the loss came outside an epoch's steps, in its plan or checkpoint)."""
+        epoch, steps = self.training
         answers: dict[int, dict[str, Any]] = {}
         for rank in range(self.replicas_n):
             with contextlib.suppress(Exception):  # a lost worker, or a rank too busy to answer in time
@@ -472,13 +472,14 @@ def _joining(handle: ClusterHandle, config: RunConfig, dataset: Dataset, limit: 
     replicas, servers = config.cluster.workers, config.servers
     if checkpoints is None or replicas >= limit:
         return told
-    started: list[bool] = []
+    first = True
 
     def check() -> bool:
+        nonlocal first
         if told():
             return True
-        if not started:  # the attempt's first epoch: it just started on the workers there are
-            started.append(True)
+        if first:  # the attempt's first epoch: it just started on the workers there are
+            first = False
             return False
         more = min(len(handle.workers()) - servers, limit)
         if more > replicas:
@@ -519,11 +520,9 @@ def _attempt(
                        chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     except LostRank:
-        if backend.lost is None:  # lost outside an epoch's steps (its plan, a checkpoint): no commit to use
-            backend.lost = backend.survivors_commits(-1, 0)
+        lost["recovery"] = backend.survivors_commits()
         raise
     finally:
-        lost["recovery"] = backend.lost
         backend.close()
     return DistributedResult(sink=sink, store=store, final=driven.final, dashboard_link=handle.dashboard_link,
                              totals=driven.totals, parameters=parameters, stopped=driven.stopped, faults=faults,
