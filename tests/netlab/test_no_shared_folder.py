@@ -140,9 +140,9 @@ def test_a_worker_killed_mid_epoch_and_replaced_costs_the_steps_since_the_last_c
     on from the survivors' last commit (every 5 steps of 25), on 4 replicas, and ends as the lab's
     uninterrupted run did."""
     state, root, _ = lab_run
-    options = ["--restarts", "1", "--commit-steps", "5", "--straggler", "0:0.03"]
-    (fault,) = _kill_a_worker_mid_run(  # about half of epoch 1's 25 steps of 30 ms or more
-        lab_run, "replaced", 3, options, after_s=0.4,
+    options = ["--restarts", "1", "--commit-steps", "5", "--straggler", "0:0.08"]
+    (fault,) = _kill_a_worker_mid_run(  # about half of epoch 1's 25 steps of 80 ms or more, with room for its plan
+        lab_run, "replaced", 3, options, after_s=1.0,
         then=lambda: start_worker(state, 3, "w3-again", timeout_s=60, hide=[root]),
     )  # fmt: skip
     assert fault["recovered_from"] == "commit" and fault["workers_after"] == 4, fault
