@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from adass.config import RunConfig
 from adass.failures import Diverged, RunFailure
@@ -93,6 +94,38 @@ def test_a_worker_killed_mid_epoch_costs_at_most_the_steps_since_the_last_commit
     assert lost == list(range(fault["resumed_at_step"], 38))
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
     assert abs(result.final.test_acc - straight.final.test_acc) <= 0.01
+
+
+def test_a_server_shard_killed_mid_epoch_goes_on_from_its_commit_and_ends_where_the_uninterrupted_run_does(
+    tmp_path,
+):
+    """A PS whose server owns the parameters and the optimizer state (``update=server``, momentum):
+    the server sends a copy of each commit to a replica, so when its worker is killed mid-epoch the
+    replacement takes the shard from that copy and no replica loses anything: the run's parameters
+    end as the uninterrupted run's."""
+    config = RunConfig.from_flat(**{**BASE, "workers": 2}, exchange="ps:servers=1,update=server", momentum=0.9,
+                                 timeout_s=120, commit_steps=4, straggler="0:0.04")  # fmt: skip
+    with connect(n_workers=3) as handle:
+        straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
+        pids = handle.client.run(os.getpid)
+        victim = pids[handle.workers()[2]]  # rank 2: the server
+        killed: dict[str, float] = {}
+
+        def kill_mid_epoch(record) -> None:
+            if record.epoch == 0 and not killed:
+                killed["at"] = time.time()
+                threading.Timer(0.6, os.kill, (victim, signal.SIGKILL)).start()
+
+        result = train_distributed(config, handle=handle, progress=kill_mid_epoch,
+                                   checkpoint_dir=tmp_path / "killed")  # fmt: skip
+    (fault,) = result.faults
+    assert "(rank 2)" in fault["failure"]  # the server
+    assert fault["recovered_from"] == "commit" and fault["resumed_from_epoch"] == 0
+    steps_per_epoch = 600 // 32 + (600 % 32 > 0)
+    assert 0 <= fault["steps_redone"] <= 4 and fault["resumed_at_step"] > steps_per_epoch  # inside epoch 1
+    assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
+    for mine, theirs in zip(result.parameters, straight.parameters, strict=True):
+        assert torch.equal(mine, theirs)
 
 
 def test_a_diverging_distributed_run_stops_on_every_replica_with_one_line(cluster):

@@ -21,7 +21,7 @@ from .checkpoints import (
     state_from_bytes,
     write_state,
 )
-from .commits import Commit, Commits, EpochResume
+from .commits import Commit, Commits, EpochResume, host_copy
 from .divergence import Divergence, chance_accuracy
 from .driver import Backend, Driven, EpochOutcome, drive
 from .epoch import EpochPlan, EpochReport
@@ -91,6 +91,7 @@ __all__ = [
     "optimizer_step",
     "own_shard",
     "has_checkpoint",
+    "host_copy",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_state",

@@ -25,9 +25,11 @@ from ...engine import (
     Commit,
     Commits,
     Engine,
+    EpochResume,
     LiveBatches,
     ReplicaState,
     TorchAgreement,
+    host_copy,
     own_shard,
     read_state,
     state_bytes,
@@ -200,6 +202,10 @@ class Replica(_Member):
 
     pieces: list[Shard]
 
+    def __init__(self, config: RunConfig, rank: int, world: int, replicas: int, run_id: str) -> None:
+        super().__init__(config, rank, world, replicas, run_id)
+        self.server_commits: dict[int, Commits] = {}  # copies of server shards' last commits, by shard
+
     async def read(self, order: ShardOrder) -> dict[str, Any] | None:
         """Read this replica's shard as ``order`` says and build the engine; return what it holds (see
         :meth:`_hold`), or None where ``order.fallback`` and the files are not on this machine."""
@@ -246,9 +252,10 @@ class Replica(_Member):
         training rows take as float32 (held, or read a batch at a time); ``worker``, its address."""
         state = ReplicaState.held(self.config, shard, self.rank)
         self.engine = Engine(state, TorchAgreement(self.replica_group), self.exchange, run_id=self.run_id)
-        if self.replicas > 1 and self.exchange.lockstep and not self.exchange.pulls_parameters:
+        if self.replicas > 1 and self.exchange.lockstep:
             # peers that hold the same parameters after every step: a lost replica costs at most the
-            # steps since the last commit (see adass.engine.commits)
+            # steps since the last commit (see adass.engine.commits); the servers of a PS commit at
+            # the same steps
             self.engine.commits = Commits(self.config.cluster.commit_steps)
         return {"rank": self.rank, "n": shard.n, "how": how, "load_s": load_s, "data_bytes": shard.nbytes,
                 "rss_bytes": psutil.Process().memory_info().rss, "taken_bytes": _anon_bytes() - anon_before,
@@ -297,6 +304,19 @@ class Replica(_Member):
         """The commit after ``at`` steps of ``epoch``, if this replica holds it."""
         return self.engine.commits.get(epoch, at)
 
+    # -- copies of server shards' commits, kept for a server that is lost -------------------------
+    async def keep_server_commit(self, shard: int, commit: Commit) -> None:
+        """Keep server shard ``shard``'s ``commit`` (its last two), sent by the server as it commits."""
+        self.server_commits.setdefault(shard, Commits()).add(commit)
+
+    async def server_commits_held(self, shard: int) -> list[tuple[int, int]]:
+        """The points of shard ``shard``'s commits kept here, as ``(epoch, at)``."""
+        return self.server_commits.get(shard, Commits()).held()
+
+    async def server_commit(self, shard: int, epoch: int, at: int) -> Commit | None:
+        """Shard ``shard``'s commit after ``at`` steps of ``epoch``, if kept here."""
+        return self.server_commits.get(shard, Commits()).get(epoch, at)
+
     async def evaluate(self) -> tuple[float, float]:
         return await asyncio.to_thread(self.engine.evaluate)
 
@@ -317,7 +337,36 @@ class Replica(_Member):
 
 class Server(_Member):
     """One Parameter Server shard on its own Dask worker (rank >= replicas); under ``ps:update=server``
-    it owns its slice of the parameters and of the optimizer state, which checkpoints hold."""
+    it owns its slice of the parameters and of the optimizer state, which checkpoints hold.
+
+    A lock-step server commits at the replicas' commit points (``--commit-steps``): its state (the
+    shard's parameters and optimizer state, its memory) copied into host memory, kept here and sent
+    to one replica (:meth:`mirror_on`), so a lost server goes on from its last commit as a lost
+    replica does.
+    """
+
+    commits: Commits | None = None
+    mirror: Any = None  # the replica actor that keeps a copy of this shard's commits
+
+    async def mirror_on(self, replica: Any) -> None:
+        """Commit every ``--commit-steps`` steps and send each commit to the actor ``replica`` (where
+        the exchange is lock-step and has several replicas; otherwise nothing is committed)."""
+        if self.replicas > 1 and self.exchange.lockstep and self.config.cluster.commit_steps > 0:
+            self.commits, self.mirror = Commits(self.config.cluster.commit_steps), replica
+
+    async def held_commits(self) -> list[tuple[int, int]]:
+        """The points of this shard's own commits, as ``(epoch, at)``."""
+        return self.commits.held() if self.commits is not None else []
+
+    async def commit(self, epoch: int, at: int) -> Commit | None:
+        """This shard's commit after ``at`` steps of ``epoch``, if it holds it."""
+        return self.commits.get(epoch, at) if self.commits is not None else None
+
+    def _commit(self, epoch: int, done: int) -> None:
+        state = {"exchange": host_copy(self.exchange.state_dict()), "step": self.exchange.step}
+        commit = Commit(epoch, state, EpochResume(done))
+        self.commits.add(commit)
+        self.mirror.keep_server_commit(self.shard, commit).result(timeout=self.config.cluster.timeout_s)
 
     @property
     def shard(self) -> int:
@@ -345,14 +394,30 @@ class Server(_Member):
         self.exchange.load_state_dict(state)
 
     async def run_epoch(
-        self, epoch: int, steps: int, worker_steps: list[int] | None = None, resume: int | None = None
-    ) -> dict[str, Any]:
-        """Serve the epoch's steps (after the first ``resume`` where the replicas go on from a commit)."""
+        self, epoch: int, steps: int, worker_steps: list[int] | None = None,
+        resume: tuple[int, Commit | None] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Serve the epoch's steps. ``resume``: ``(at, commit)`` where the replicas go on after ``at``
+        steps of it from their commits; this shard then serves the steps after ``at``, from its
+        ``commit`` at that point (None: from the state it loaded, which holds no parameters)."""
 
         def work() -> dict[str, Any]:
+            server = as_server(self.exchange)
             self.exchange.epoch = epoch
-            left = steps - (resume or 0)
-            traffic = [vars(r) for r in as_server(self.exchange).serve_epoch(left, worker_steps or ())]
+            done, commit = resume if resume is not None else (0, None)
+            if commit is not None:
+                self.exchange.load_state_dict(commit.state["exchange"])
+                self.exchange.step = commit.step
+            if self.commits is None or worker_steps:  # no commits (or an asynchronous epoch): in one go
+                traffic = [vars(r) for r in server.serve_epoch(steps - done, worker_steps or ())]
+                return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
+            traffic = []
+            while done < steps:  # up to each commit point, as the replicas commit
+                chunk = min(steps, (done // self.commits.every + 1) * self.commits.every) - done
+                traffic += [vars(r) for r in server.serve_epoch(chunk)]
+                done += chunk
+                if self.commits.due(done, steps):
+                    self._commit(epoch, done)
             return {"rank": self.rank, "epoch": epoch, "traffic": traffic}
 
         return await asyncio.to_thread(work)

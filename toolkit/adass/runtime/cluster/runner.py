@@ -74,9 +74,12 @@ class Recovery:
     Attributes
     ----------
     at : int
-        The last point of the epoch every one of them holds a commit of (0: none).
+        The last point of the epoch every one of them holds a commit of (0: none), and of which every
+        server shard's commit is held (by the server, or by the replica it sent its copies to).
     commits : dict
         Their commits at ``at``, by rank; the other ranks lost theirs.
+    servers : dict
+        The server shards' commits at ``at``, by shard.
     lost_at_step : int
         The global step count the furthest of them had reached (steps done).
     ends : dict
@@ -90,6 +93,8 @@ class Recovery:
     replicas: int
     at: int = 0
     commits: dict[int, Commit] = field(default_factory=dict)
+    servers: dict[int, Commit] = field(default_factory=dict)
+    servers_n: int = 0
     lost_at_step: int = 0
     ends: dict[int, int] = field(default_factory=dict)
 
@@ -211,6 +216,9 @@ class DaskBackend:
         secret = secrets.token_bytes(32)  # this run's; each pair proves it once connected
         whole = self.call(members, "setup", store, secret, self.timeout_s, tuple(self.dataset.shape),
                           self.dataset.classes, what="joining the process group")  # fmt: skip
+        # each server shard sends copies of its commits to a replica: a lost server goes on from them
+        self.call_each(self.servers, "mirror_on", [(self.actors[s % self.replicas_n],) for s in range(self.servers_n)],
+                       what="pairing the servers with replicas")  # fmt: skip
         orders = shard_orders(self.config, config.data.data, self.dataset, whole[: self.replicas_n])
         self.data = feed_replicas(
             self.call_each, self.actors, orders, self.dataset, config.data.data_to_workers
@@ -251,15 +259,16 @@ class DaskBackend:
             reports = self.call(members, "run_epoch", epoch, steps, worker_steps, what=f"epoch {epoch}")
         else:
             args = [(epoch, steps, worker_steps, resume.for_rank(r)) for r in range(self.replicas_n)]
-            args += [(epoch, steps, worker_steps, resume.at)] * self.servers_n
+            args += [(epoch, steps, worker_steps, (resume.at, resume.servers.get(s))) for s in range(self.servers_n)]
             reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
         self.training = (-1, 0)
         return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
 
     def survivors_commits(self) -> Recovery | None:
         """After a lost rank: ask every replica still answering which commits it holds of the epoch
-        that was training, and take the last point they all hold (None where none answers; no point
-        where the loss came outside an epoch's steps, in its plan or checkpoint)."""
+        that was training, and every server shard (itself, else the replica holding its copies), and
+        take the last point all of them hold (None where no replica answers; no point where the loss
+        came outside an epoch's steps, in its plan or checkpoint)."""
         epoch, steps = self.training
         answers: dict[int, dict[str, Any]] = {}
         for rank in range(self.replicas_n):
@@ -268,7 +277,10 @@ class DaskBackend:
         if not answers:
             return None
         points = set.intersection(*({at for e, at in a["held"] if e == epoch} for a in answers.values()))
-        found = Recovery(epoch, steps, self.replicas_n, at=max(points, default=0),
+        holders = {shard: self._server_holders(shard, epoch) for shard in range(self.servers_n)}
+        for held in holders.values():
+            points &= set().union(*(have for *_, have in held))
+        found = Recovery(epoch, steps, self.replicas_n, at=max(points, default=0), servers_n=self.servers_n,
                          lost_at_step=max(a["step"] for a in answers.values()),
                          ends=next(iter(answers.values()))["ends"])  # fmt: skip
         for rank in answers if found.at else ():
@@ -276,11 +288,33 @@ class DaskBackend:
                 commit = self._ask(rank, "commit", epoch, found.at)
                 if commit is not None:
                     found.commits[rank] = commit
+        for shard, held in holders.items() if found.at else ():
+            for rank, method, first, have in held:
+                if found.at in have and shard not in found.servers:
+                    with contextlib.suppress(Exception):
+                        commit = self._ask(rank, method, *first, epoch, found.at)
+                        if commit is not None:
+                            found.servers[shard] = commit
         return found
 
+    def _server_holders(self, shard: int, epoch: int) -> list[tuple[int, str, tuple, set[int]]]:
+        """Who holds server shard ``shard``'s commits of ``epoch``: the server itself and the replica it
+        sent copies to, each as ``(rank, method that gives a commit, its first arguments, points
+        held)``; one that does not answer is left out."""
+        sources = [(self.replicas_n + shard, "held_commits", "commit", ()),
+                   (shard % self.replicas_n, "server_commits_held", "server_commit", (shard,))]  # fmt: skip
+        held = []
+        for rank, list_method, get_method, first in sources:
+            with contextlib.suppress(Exception):
+                have = {at for e, at in self._ask(rank, list_method, *first) if e == epoch}
+                held.append((rank, get_method, first, have))
+        return held
+
     def _ask(self, rank: int, method: str, *args: Any) -> Any:
-        """``method(*args)`` of replica ``rank`` alone, within ``_ASK_S`` seconds."""
-        return call_each([self.actors[rank]], method, [args], [self.addresses[rank]], min(self.timeout_s, _ASK_S),
+        """``method(*args)`` of member ``rank`` alone (a replica, or a server past them), within
+        ``_ASK_S`` seconds."""
+        member = (self.actors + self.servers)[rank]
+        return call_each([member], method, [args], [self.addresses[rank]], min(self.timeout_s, _ASK_S),
                          f"asking rank {rank} for its commits", alive=self.alive)[0]  # fmt: skip
 
     def evaluate(self) -> tuple[float, float]:
