@@ -190,14 +190,15 @@ class ClusterSection(param.Parameterized):
     max_workers = param.Integer(
         0,
         bounds=(0, 256),
-        doc="the most replicas: workers that join a running job (or come back) are taken in as the next epoch "
-        "begins, up to this many (0: --workers)",
+        doc="the most replicas: workers that join a running job (or come back) are taken in at the next commit "
+        "point (as the next epoch begins where replicas cannot pause mid-epoch), up to this many (0: --workers)",
     )
     commit_steps = param.Integer(
         20,
         bounds=(0, 1_000_000),
         doc="steps between in-memory commits of every Dask replica: a lost worker costs at most this many steps "
-        "instead of its epoch (lock-step exchanges whose replicas step; 0: none, back to the epoch checkpoint)",
+        "instead of its epoch (lock-step exchanges; a PS server shard commits too; 0: none, back to the epoch "
+        "checkpoint)",
     )
     checkpoint = param.String(
         "",

@@ -10,7 +10,7 @@ import torch
 
 from adass.config import RunConfig
 from adass.failures import Diverged, RunFailure
-from adass.metrics import StepRecord
+from adass.metrics import SelectionRecord, StepRecord
 from adass.runtime.cluster import connect, read_checkpoint, train_distributed
 
 BASE = dict(data="synthetic:n=600,d=8,classes=3,noise=0.0,test=200", model="mlp:hidden=16", epochs=4,
@@ -186,6 +186,44 @@ def test_a_worker_that_joins_a_running_job_is_taken_in_as_the_next_epoch_begins(
     assert list(result.sink.frame(type(result.final))["epoch"]) == [0, 1, 2, 3]
     assert read_checkpoint(tmp_path / "grown").replicas == 3
     assert abs(result.final.test_acc - straight.final.test_acc) <= 0.02  # the same global batch
+
+
+def test_a_worker_that_joins_mid_epoch_trains_from_the_next_commit_point(tmp_path):
+    """A third worker starts while epoch 1 runs (75 steps of about 60 ms): the two replicas pause at
+    the next commit point, and three go on from there with the rest of the epoch; every sample the
+    epoch selected is trained on once."""
+    from adass.runtime.cluster.worker_processes import dask_processes
+
+    with dask_processes(tmp_path / "dask", workers=2) as lab:
+        config = RunConfig.from_flat(**{**BASE, "workers": 2, "data": "synthetic:n=2400,d=8,classes=3,test=200"},
+                                     scheduler=lab.address, timeout_s=120, max_workers=3, commit_steps=4,
+                                     straggler="0:0.06", sampler="adass")  # fmt: skip
+        with connect(lab.address, n_workers=2) as handle:
+            straight = train_distributed(config.replace(max_workers=2), handle=handle)
+
+            def start_a_third_worker(record) -> None:
+                if record.epoch == 0 and len(lab.workers) == 2:
+                    threading.Thread(target=lab.add_worker).start()
+
+            result = train_distributed(config, handle=handle, progress=start_a_third_worker,
+                                       checkpoint_dir=tmp_path / "grown")  # fmt: skip
+    (joined,) = result.faults
+    assert joined["joined"] and (joined["workers"], joined["workers_after"]) == (2, 3)
+    assert joined["resumed_from_epoch"] == 0 and joined["steps_redone"] == 0
+    at = joined["resumed_at_step"]
+    steps = result.sink.frame(StepRecord)
+    per_epoch = len(steps[(steps["epoch"] == 0) & (steps["rank"] == 0)])
+    assert per_epoch < at < 2 * per_epoch and (at - per_epoch) % 4 == 0  # a commit point inside epoch 1
+    epoch1 = steps[steps["epoch"] == 1]
+    for rank in (0, 1):  # the old replicas' records hold every step of the epoch once
+        assert sorted(epoch1[epoch1["rank"] == rank]["step"]) == list(range(per_epoch, 2 * per_epoch))
+    assert sorted(epoch1[epoch1["rank"] == 2]["step"]) == list(range(at, 2 * per_epoch))  # the new one's
+    kept = result.sink.frame(SelectionRecord)
+    kept1 = kept[(kept["epoch"] == 1) & kept["kept"]]
+    assert kept1["sample_id"].is_unique and set(kept1["rank"]) == {0, 1, 2}
+    assert int(epoch1["samples"].sum()) == len(kept1)  # each kept sample trained on once
+    assert read_checkpoint(tmp_path / "grown").replicas == 3
+    assert abs(result.final.test_acc - straight.final.test_acc) <= 0.03  # the same global batch
 
 
 def test_too_few_workers_left_for_min_workers_end_the_run_with_one_line_naming_it(tmp_path):

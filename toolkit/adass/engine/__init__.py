@@ -25,6 +25,7 @@ from .commits import Commit, Commits, EpochResume, host_copy
 from .divergence import Divergence, chance_accuracy
 from .driver import Backend, Driven, EpochOutcome, drive
 from .epoch import EpochPlan, EpochReport
+from .joins import EpochRest, RestPart, rest_commits, split_rest
 from .live import LiveBatches, RunStore
 from .loop import Engine, StepHook
 from .records import epoch_eval, new_totals, write_epoch
@@ -61,11 +62,13 @@ __all__ = [
     "EpochOutcome",
     "EpochPlan",
     "EpochResume",
+    "EpochRest",
     "EpochReport",
     "InProcAgreement",
     "LiveBatches",
     "LocalAgreement",
     "ReplicaState",
+    "RestPart",
     "RunResult",
     "RunStore",
     "ShardOptimizer",
@@ -99,6 +102,8 @@ __all__ = [
     "replica_seed",
     "reshard_checkpoint",
     "set_lr",
+    "rest_commits",
+    "split_rest",
     "spread_evenly",
     "stop_signal",
     "write_epoch",

@@ -17,11 +17,13 @@ import torch
 from ..exchange import Exchange
 from ..failures import Diverged
 from ..metrics import StepRecord, TrafficRecord, as_row
+from ..sampling import Selection
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
 from .batches import Split, spread_evenly
 from .commits import Commit, Commits, EpochResume, host_copy
 from .epoch import EpochPlan, EpochReport
+from .joins import EpochRest, RestPart
 from .replica import ReplicaState
 from .shares import Throughput
 from .step import (
@@ -104,6 +106,10 @@ class Engine:
         self.held_s = 0.0  # of the last step: seconds the servers held its reply back (see StepReport)
         self.commits = Commits()  # none unless the runtime asks for them (see adass.engine.commits)
         self.epoch_ends: dict[int, int] = {}  # the global step count at the end of the last epochs
+        # asked at every commit point (every replica alike: they agree): whether to pause the epoch
+        # there, for workers that join (see adass.engine.joins); ``paused_at``: where it paused (0: not)
+        self.pause: Callable[[], bool] | None = None
+        self.paused_at = 0
         state.sampler.share(self.agreement)  # one global budget where the policy has one
 
     # -- epoch ----------------------------------------------------------------------------
@@ -185,7 +191,7 @@ class Engine:
         report = EpochReport(self.rank, plan.epoch, traffic=list(plan.traffic))
         base = {"backprops": s.counters.backprops, "forwards": s.counters.forwards, "skipped": self.nonfinite_steps,
                 "step": s.step, "elapsed_s": 0.0}  # fmt: skip
-        first = 0
+        first, self.paused_at = 0, 0
         if resume is not None:
             first, base = resume.at, {**base, **resume.base}
             if resume.report:
@@ -213,6 +219,9 @@ class Engine:
                 on_step(row, traffic)
             if self.commits.due(done, steps):
                 self._commit(plan.epoch, done, report, {**base, "elapsed_s": time.perf_counter() - start})
+                if self.pause is not None and self._agree_to_pause():
+                    self.paused_at = done  # the rest of the epoch goes on from this commit elsewhere
+                    return report
             if stop is not None and self.world == 1 and stop():
                 break
         if work is not None:  # the owners hear the losses of the samples they handed over
@@ -235,6 +244,26 @@ class Engine:
         so_far = {**vars(report), "steps": list(report.steps), "traffic": list(report.traffic),
                   "losses": list(report.losses)}  # fmt: skip
         self.commits.add(Commit(epoch, host_copy(self.state_dict()), EpochResume(done, so_far, base)))
+
+    def _agree_to_pause(self) -> bool:
+        """Whether any replica's ``pause`` says so (a collective: every replica asks at the same step)."""
+        flags = self.agreement.gather(torch.tensor([1.0 if self.pause() else 0.0]))
+        return any(float(f[0]) > 0 for f in flags)
+
+    def rest(self, plan: EpochPlan, at: int) -> EpochRest:
+        """What ``plan`` (this replica's, of a lock-step epoch) holds after ``at`` of its steps, by
+        training-set index (see :mod:`adass.engine.joins`)."""
+        s, order = self.state, self.selection.indices
+        cut = plan.batches[at - 1].stop if at else 0
+        return EpochRest(s.indices.clone(), s.indices[order[:cut]], s.indices[order[cut:]],
+                         self.selection.weights[cut:].clone(), self.selection_bounds.clone())  # fmt: skip
+
+    def adopt(self, epoch: int, steps: int, part: RestPart) -> EpochPlan:
+        """Take ``part`` of an epoch of ``steps`` steps that other replicas began, as this epoch's
+        selection and plan (instead of :meth:`plan`); its state comes with :meth:`recover`."""
+        self.selection = Selection(part.indices, part.weights)
+        self.selection_bounds = part.bounds
+        return EpochPlan(epoch, list(part.kept), steps, list(part.batches), list(part.totals))
 
     def recover(self, commit: Commit, own: bool) -> EpochResume:
         """Take the state of ``commit`` for the planned epoch and say where it goes on.

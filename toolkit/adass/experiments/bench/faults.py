@@ -5,8 +5,9 @@ uninterrupted one with the same seed does.
 Every run is ``adass train`` on 4 workers. A killed worker is replaced by its nanny and the run goes
 on by itself: from the survivors' last in-memory commit inside the epoch (``--commit-steps``, its
 default), and beside it with commits off (``--commit-steps 0``: the epoch again from its checkpoint).
-A worker that starts mid-run on an external cluster is taken in as the next epoch begins
-(``--max-workers``). A killed client is resumed with ``--resume``; a killed external scheduler ends the run with one line
+A worker that starts mid-run on an external cluster is taken in at the next commit point
+(``--max-workers``); a killed PS server shard (``ps:update=server``) goes on from its last commit,
+which a replica kept a copy of. A killed client is resumed with ``--resume``; a killed external scheduler ends the run with one line
 (detection only: a new scheduler means a new cluster). ``faults.csv`` has one row per fault and seed.
 """
 
@@ -110,13 +111,13 @@ def _uninterrupted(handle: Any, out: Path, options: dict[str, Any]) -> tuple[Any
 
 
 def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float, straight: tuple,
-                 sig: int = signal.SIGKILL) -> dict:  # fmt: skip
-    """Kill rank 1's worker ``delay_s`` after epoch 0's checkpoint (half of epoch 1's time in the
-    uninterrupted run: inside epoch 1, or a later one where this run goes faster); with ``sig``
-    SIGSTOP it hangs instead (and is killed once the run is over)."""
+                 sig: int = signal.SIGKILL, rank: int = 1, name: str = "") -> dict:  # fmt: skip
+    """Kill rank ``rank``'s worker ``delay_s`` after epoch 0's checkpoint (half of epoch 1's time in
+    the uninterrupted run: inside epoch 1, or a later one where this run goes faster); with ``sig``
+    SIGSTOP it hangs instead (and is killed once the run is over). ``name``: the row's fault."""
     baseline, baseline_s, _ = straight
     pids = handle.client.run(os.getpid)
-    victim = pids[handle.workers()[1]]
+    victim = pids[handle.workers()[rank]]
     killed: dict[str, float] = {}
 
     def progress(record: Any) -> None:
@@ -135,13 +136,36 @@ def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float
     fault = result.faults[0] if result.faults else {}
     commits = options["commit_steps"]
     point = f"mid-epoch, --commit-steps {commits}"
-    name = "worker_killed" if sig == signal.SIGKILL else "worker_hung"
+    name = name or ("worker_killed" if sig == signal.SIGKILL else "worker_hung")
     return _row(name, options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
                 seconds_lost=wall_s - baseline_s, final_acc=result.final.test_acc,
                 uninterrupted_acc=baseline.final.test_acc,
                 detection_s=fault.get("at_unix_s", float("nan")) - killed.get("at", float("nan")),
-                outcome=f"{name.split('_')[1]} {delay_s:.2f} s after checkpoint 0; went on from its {fault.get('recovered_from', '?')} "
+                outcome=f"rank {rank} {name.split('_')[1]} {delay_s:.2f} s after checkpoint 0; went on from its {fault.get('recovered_from', '?')} "
                 f"at step {fault.get('resumed_at_step', '?')} (lost at {fault.get('lost_at_step', '?')})")  # fmt: skip
+
+
+def _kill_server(out: Path, options: dict[str, Any], commits: int, delay_s: float) -> list[dict[str, Any]]:
+    """A PS whose server shard owns the parameters and the optimizer state (``update=server``; 3
+    replicas and the server on the 4 workers): its uninterrupted run, and the server's worker killed
+    mid-epoch 1 (it goes on from the shard's commit, which a replica kept a copy of)."""
+    from ...runtime.cluster import connect
+
+    seed = options["seed"]
+    ps = {
+        **options,
+        "workers": WORKERS - 1,
+        "exchange": "ps:servers=1,update=server",
+        "commit_steps": commits,
+    }
+    with connect(n_workers=WORKERS) as handle:
+        _distributed(handle, out / f"warm-up-ps-seed{seed}", {**ps, "epochs": 2}, lambda record: None)
+        straight = _uninterrupted(handle, out / f"uninterrupted-ps-seed{seed}", ps)
+        return [_row("none", seed, "uninterrupted, ps:update=server", steps_redone=0, seconds_lost=0.0,
+                     final_acc=straight[0].final.test_acc, uninterrupted_acc=straight[0].final.test_acc,
+                     outcome=f"{straight[1]:.1f} s on the open cluster"),
+                _kill_worker(handle, out / f"server-killed-seed{seed}", ps, delay_s, straight,
+                             rank=WORKERS - 1, name="server_killed")]  # fmt: skip
 
 
 def _hang_worker(
@@ -172,32 +196,45 @@ def _guarded(fault: str, seed: int, measure: Callable[..., dict[str, Any]], *arg
 
 def _worker_joins(out: Path, options: dict[str, Any], straight: tuple) -> dict[str, Any]:
     """A run on 3 of 4 workers of an external cluster; a 4th worker starts when epoch 0 ends and is
-    taken in as the next epoch begins (``--max-workers 4``)."""
+    taken in at the next commit point once it is up (``--max-workers 4``). Rank 0 sleeps 50 ms a
+    step (``--straggler``), so that the run outlasts the worker's start."""
     from ...runtime.cluster import connect
 
     folder = Path(tempfile.mkdtemp(prefix="adass-faults-", dir=out))
     began: dict[str, float] = {}
     with dask_processes(folder, workers=WORKERS - 1) as lab:
-        changes = {**options, "workers": WORKERS - 1, "max_workers": WORKERS, "scheduler": lab.address}
+        changes = {**options, "workers": WORKERS - 1, "max_workers": WORKERS, "scheduler": lab.address,
+                   "straggler": "0:0.05"}  # fmt: skip
         with connect(lab.address, n_workers=WORKERS - 1) as handle:
+
+            def start() -> None:
+                lab.add_worker()
+                with contextlib.suppress(Exception):  # the run may end first: the row says so
+                    handle.client.wait_for_workers(WORKERS, timeout=120)
+                    began["ready"] = time.time()
 
             def progress(record: Any) -> None:
                 if record.epoch == 0 and not began:
                     began["at"] = time.time()
-                    lab.add_worker()
-                    handle.client.wait_for_workers(WORKERS, timeout=120)
-                    began["ready"] = time.time()
+                    threading.Thread(target=start, daemon=True).start()
 
             result = _distributed(handle, folder / "run", changes, progress)
-    joined = next((f for f in result.faults if f.get("joined")), {})
+    point = f"started after epoch 0, {WORKERS - 1} -> {WORKERS} workers"
+    joined = next((f for f in result.faults if f.get("joined")), None)
+    if joined is None:
+        return _row("worker_joins", options["seed"], point, final_acc=result.final.test_acc,
+                    uninterrupted_acc=straight[0].final.test_acc,
+                    outcome="not taken in: the run ended before the worker was up")  # fmt: skip
     steps = result.sink.frame(StepRecord)
-    last = sorted(set(steps[steps["epoch"] == steps["epoch"].max()]["rank"]))
-    return _row("worker_joins", options["seed"], f"started after epoch 0, {WORKERS - 1} -> {WORKERS} workers",
-                steps_redone=0 if joined else float("nan"), final_acc=result.final.test_acc,
-                uninterrupted_acc=straight[0].final.test_acc,
-                detection_s=joined.get("at_unix_s", float("nan")) - began.get("ready", float("nan")),
-                outcome=f"taken in after epoch {joined.get('resumed_from_epoch', '?')}; the last epoch's ranks: "
-                f"{last}; the worker took {began.get('ready', 0) - began.get('at', 0):.1f} s to start")  # fmt: skip
+    new_rank = steps[steps["rank"] == WORKERS - 1]
+    where = (f"at step {joined['joined_at_step']} (a commit point)" if "joined_at_step" in joined
+             else f"as epoch {joined['resumed_from_epoch'] + 1} began")  # fmt: skip
+    return _row("worker_joins", options["seed"], point, steps_redone=joined.get("steps_redone", 0),
+                final_acc=result.final.test_acc, uninterrupted_acc=straight[0].final.test_acc,
+                detection_s=joined["at_unix_s"] - began.get("ready", float("nan")),
+                outcome=f"taken in {where}; rank {WORKERS - 1}'s first step: {int(new_rank['step'].min())} "
+                f"(epoch {int(new_rank['epoch'].min())}); the worker took "
+                f"{began.get('ready', float('nan')) - began['at']:.1f} s to start")  # fmt: skip
 
 
 def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], bool], seed: int,
@@ -282,6 +319,10 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.Data
             ]  # fmt: skip
         # a hung worker is lost once it misses --detect-s of heartbeats: a cluster that waits 10 s
         killed.append(_guarded("worker_hung", seed, _hang_worker, out_dir, options, commits, delay, straight))
+        try:
+            servers = _kill_server(out_dir, options, commits, delay)
+        except Exception as err:  # noqa: BLE001 - the measured run's failure is its outcome
+            servers = [_row("server_killed", seed, "", outcome=f"failed: {one_line(err)}")]
         args = _flags(options)
         # the client's faults are commands of their own (each starts its cluster): so is their baseline
         start = time.time()
@@ -291,7 +332,7 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.Data
         rows.append(_row("none", seed, "uninterrupted", steps_redone=0, seconds_lost=0.0,
                          final_acc=result.final.test_acc, uninterrupted_acc=result.final.test_acc,
                          outcome=f"{straight_s:.1f} s on the open cluster; {command_s:.1f} s as a command"))  # fmt: skip
-        rows += killed
+        rows += killed + servers
         rows.append(_guarded("worker_joins", seed, _worker_joins, out_dir, options, (result, straight_s)))
         client_points = {"during epoch 3": lambda run: _pointer(run)[0] >= 2}
         if seed == 0:

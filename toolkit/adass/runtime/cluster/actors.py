@@ -25,9 +25,11 @@ from ...engine import (
     Commit,
     Commits,
     Engine,
+    EpochRest,
     EpochResume,
     LiveBatches,
     ReplicaState,
+    RestPart,
     TorchAgreement,
     host_copy,
     own_shard,
@@ -43,6 +45,7 @@ from ...registry import SpecError
 from .bootstrap import destroy_group, init_group
 from .events import EventRelay, topic_for
 from .feed import ShardOrder, keeps_in_file
+from .joins import pause_check
 from .rendezvous import DaskStore, prove_peers
 
 __all__ = ["Replica", "Server"]
@@ -58,6 +61,10 @@ def _anon_bytes() -> int:
     """This process's resident memory that no file backs (the code of its libraries left out)."""
     info = psutil.Process().memory_info()
     return int(info.rss - info.shared)
+
+
+def _never() -> bool:
+    return False
 
 
 def _here() -> str:
@@ -276,22 +283,39 @@ class Replica(_Member):
 
     async def run_epoch(
         self, epoch: int, steps: int, worker_steps: list[int] | None = None,
-        resume: tuple[Commit, bool] | None = None,
+        resume: tuple[Commit, bool] | None = None, pause: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """Run the epoch planned by ``select`` (``steps`` of them, or this replica's own where
         ``worker_steps`` are given); live rows go out as Dask events. ``resume``: a commit of this
         epoch and whether it is this replica's own; the epoch goes on after its steps (see
-        :meth:`~adass.engine.loop.Engine.recover`)."""
+        :meth:`~adass.engine.loop.Engine.recover`). ``pause``: the name of the event that, once set,
+        pauses the epoch at the next commit point for workers that join; a paused epoch reports
+        only ``paused_at``, the steps done (see :mod:`adass.runtime.cluster.joins`)."""
         live = LiveBatches(self.relay.send, self.plan.steps_of(self.rank))
 
-        def work() -> Any:
+        def work() -> dict[str, Any]:
             at = None
             if resume is not None:
                 at = self.engine.recover(*resume)
                 live.seen = at.at
-            return self.engine.run_epoch(self.plan, live, None, False, at)
+            self.engine.pause = None if pause is None else pause_check(pause) if self.rank == 0 else _never
+            report = self.engine.run_epoch(self.plan, live, None, False, at)
+            if self.engine.paused_at:
+                return {"rank": self.rank, "paused_at": self.engine.paused_at}
+            return vars(report)
 
-        return vars(await asyncio.to_thread(work))
+        return await asyncio.to_thread(work)
+
+    async def rest(self, at: int) -> EpochRest:
+        """What this replica's plan of the epoch holds after ``at`` steps (it paused there)."""
+        return self.engine.rest(self.plan, at)
+
+    async def adopt(self, epoch: int, steps: int, part: RestPart, selection: bool = True) -> dict[str, Any]:
+        """Take ``part`` of the rest of an epoch other replicas began as this epoch's plan (instead of
+        :meth:`select`); return what ``select`` returns."""
+        self.plan = self.engine.adopt(epoch, steps, part)
+        columns = self.engine.selection_columns(epoch) if selection else {}
+        return {"kept": part.kept[self.rank], "steps": steps, "worker_steps": [], "selection": columns}
 
     async def commits(self) -> dict[str, Any]:
         """The commits this replica holds (``held``: ``(epoch, at)`` points), its global step count now

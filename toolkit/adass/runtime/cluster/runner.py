@@ -43,7 +43,6 @@ from ...engine import (
     has_checkpoint,
     read_checkpoint,
     reshard_checkpoint,
-    stop_signal,
 )
 from ...failures import LostRank, RunFailure
 from ...locations import Location
@@ -55,6 +54,7 @@ from .connect import ClusterHandle, connect_for
 from .events import topic_for
 from .feed import feed_replicas, shard_orders
 from .gpus import device_on_workers
+from .joins import JoinResume, Joins, WorkersJoined
 from .rendezvous import KeyValue
 from .waiting import call_all, call_each, wait_all
 
@@ -165,7 +165,8 @@ class DaskBackend:
         self.futures: list[Any] = []
         self.addresses: list[str] = []
         self.chosen: list[dict[str, Any]] = []
-        self.resume_from: Recovery | None = None  # commits the next epoch goes on from
+        self.resume_from: Recovery | JoinResume | None = None  # commits the next epoch goes on from
+        self.joins: Joins | None = None  # workers to take in at a commit point inside an epoch
         self.training: tuple[int, int] = (-1, 0)  # the epoch training now and its steps; (-1, 0): none
 
     def alive(self) -> set[str]:
@@ -245,7 +246,15 @@ class DaskBackend:
 
     # -- the driver's backend ---------------------------------------------------------------
     def plan(self, epoch: int, selection: bool) -> list[dict[str, list]]:
-        self.chosen = self.call(self.actors, "select", epoch, selection, what=f"epoch {epoch} (selection)")
+        join = self.resume_from
+        if isinstance(join, JoinResume) and join.epoch == epoch:  # the rest of an epoch others began
+            self.chosen = self.call_each(self.actors, "adopt", [(epoch, join.steps, part, selection)
+                                                                for _, part in join.parts],
+                                         what=f"epoch {epoch} (its rest)")  # fmt: skip
+        else:
+            self.chosen = self.call(
+                self.actors, "select", epoch, selection, what=f"epoch {epoch} (selection)"
+            )
         return [c["selection"] for c in self.chosen] if selection else []
 
     def train(self, epoch: int, stop: Callable[[], bool]) -> EpochOutcome:
@@ -254,15 +263,29 @@ class DaskBackend:
         if resume is not None and (resume.epoch, resume.steps) != (epoch, steps):
             resume = None  # another plan than the one the commits were taken in: the epoch from its start
         members = self.actors + self.servers
+        pause, alive, grown = None, self.alive, lambda: 0
+        if self.joins is not None and self.joins.mid_epoch:
+            pause, alive, grown = self.joins.watch(self.alive)
+        args = [(epoch, steps, worker_steps, None if resume is None else resume.for_rank(r), pause)
+                for r in range(self.replicas_n)]  # fmt: skip
+        args += [(epoch, steps, worker_steps, None if resume is None else (resume.at, resume.servers.get(s)))
+                 for s in range(self.servers_n)]  # fmt: skip
         self.training = (epoch, steps)
-        if resume is None:
-            reports = self.call(members, "run_epoch", epoch, steps, worker_steps, what=f"epoch {epoch}")
-        else:
-            args = [(epoch, steps, worker_steps, resume.for_rank(r)) for r in range(self.replicas_n)]
-            args += [(epoch, steps, worker_steps, (resume.at, resume.servers.get(s))) for s in range(self.servers_n)]
-            reports = self.call_each(members, "run_epoch", args, what=f"epoch {epoch}")
+        reports = call_each(members, "run_epoch", args, self.addresses[: len(members)], self.timeout_s,
+                            f"epoch {epoch}", alive=alive)  # fmt: skip
         self.training = (-1, 0)
+        paused = max(r.get("paused_at", 0) for r in reports[: self.replicas_n])
+        if paused:  # every replica paused at this commit point: workers join there
+            raise WorkersJoined(grown(), epoch, steps, paused)
         return EpochOutcome(reports[: self.replicas_n], [row for r in reports for row in r["traffic"]])
+
+    def rest_of_epoch(self, joined: WorkersJoined) -> JoinResume:
+        """After the replicas paused for workers that join: their commits at the pause and what
+        their plans still held, as the next attempt's start."""
+        what = f"epoch {joined.epoch} paused at step {joined.at}"
+        commits = self.call(self.actors, "commit", joined.epoch, joined.at, what=what)
+        rests = self.call(self.actors, "rest", joined.at, what=what)
+        return self.joins.resume(joined, commits, rests)
 
     def survivors_commits(self) -> Recovery | None:
         """After a lost rank: ask every replica still answering which commits it holds of the epoch
@@ -428,17 +451,21 @@ def train_distributed(
         limit = config.cluster.max_workers or config.cluster.workers  # replicas the run may grow back to
         attempt = 0  # restarts after a loss so far (a worker taken in costs none)
         while True:
-            lost: dict[str, Recovery | None] = {}
-            joining = _joining(handle, config, dataset, limit, checkpoints, stop)
+            lost: dict[str, Any] = {}
+            joins = Joins(handle, config, dataset, limit, checkpoints)
             try:
                 return _attempt(config, handle, run_id, store, sink, progress, checkpoints, checkpoint,
-                                joining, dataset, faults, recovery, lost)  # fmt: skip
+                                joins, stop, dataset, faults, recovery, lost)  # fmt: skip
             except WorkersJoined as joined:
                 checkpoint = _last_checkpoint(checkpoints, checkpoint)
                 faults.append({"at_unix_s": time.time(), "attempt": attempt, "failure": "", "joined": True,
                                "resumed_from_epoch": checkpoint.epoch, "workers": config.cluster.workers,
                                "workers_after": joined.replicas})  # fmt: skip
-                config, recovery = config.replace(workers=joined.replicas), None
+                recovery = lost.get("join")
+                if recovery is not None:  # inside the epoch, from the commit the replicas paused at
+                    step = recovery.parts[0][0].step
+                    faults[-1].update(joined_at_step=step, resumed_at_step=step, steps_redone=0)
+                config = config.replace(workers=joined.replicas)
                 _write_faults(checkpoint_dir, faults)
                 continue
             except LostRank as err:
@@ -487,46 +514,6 @@ def _after_loss(handle: ClusterHandle, config: RunConfig) -> RunConfig:
         raise RunFailure(f"a worker was lost and {have - servers} replicas remain: {err}") from None
 
 
-class WorkersJoined(Exception):
-    """More workers than replicas as an epoch begins: the run goes on from the checkpoint just written
-    with ``replicas`` replicas (raised through the driver's stop check, so nothing of the epoch ran)."""
-
-    def __init__(self, replicas: int) -> None:
-        super().__init__(f"workers joined: {replicas} replicas")
-        self.replicas = replicas
-
-
-def _joining(handle: ClusterHandle, config: RunConfig, dataset: Dataset, limit: int,
-             checkpoints: Location | None, stop: Stop) -> Stop:  # fmt: skip
-    """The driver's stop check, which also takes in workers that joined: before every epoch but an
-    attempt's first (the checkpoint of the epoch before is then written), where the cluster has
-    more workers than the run holds and the run has fewer replicas than ``limit``, it raises
-    :class:`WorkersJoined`. Runs without checkpoints take no one in."""
-    told = stop_signal(stop)
-    replicas, servers = config.cluster.workers, config.servers
-    if checkpoints is None or replicas >= limit:
-        return told
-    first = True
-
-    def check() -> bool:
-        nonlocal first
-        if told():
-            return True
-        if first:  # the attempt's first epoch: it just started on the workers there are
-            first = False
-            return False
-        more = min(len(handle.workers()) - servers, limit)
-        if more > replicas:
-            try:
-                check_replica_count(config.replace(workers=more), dataset)
-            except SpecError:  # a layout the exchange or the data refuse: stay as it is
-                return False
-            raise WorkersJoined(more)
-        return False
-
-    return check
-
-
 def _last_checkpoint(checkpoints: Location | None, before: Checkpoint | None) -> Checkpoint | None:
     """The checkpoint to start again from: the run's last one, else the one it started from."""
     if checkpoints is None or not has_checkpoint(checkpoints):
@@ -537,24 +524,30 @@ def _last_checkpoint(checkpoints: Location | None, before: Checkpoint | None) ->
 def _attempt(
     config: RunConfig, handle: ClusterHandle, run_id: str, store: RunStore, sink: Sink,
     progress: Callable[[EvalRecord], None] | None, checkpoints: Location | None,
-    checkpoint: Checkpoint | None, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
-    recovery: Recovery | None, lost: dict[str, Recovery | None],
+    checkpoint: Checkpoint | None, joins: Joins, stop: Stop, dataset: Dataset, faults: list[dict[str, Any]],
+    recovery: Recovery | JoinResume | None, lost: dict[str, Any],
 ) -> DistributedResult:  # fmt: skip
     """Start the actors, load ``checkpoint`` (or start afresh), go on from ``recovery``'s commits in
-    its epoch, train the remaining epochs; a lost rank leaves what the survivors held in ``lost``."""
+    its epoch, train the remaining epochs; a lost rank leaves what the survivors held in ``lost``
+    (``recovery``), replicas that paused for workers that join what they held (``join``)."""
     if checkpoint is not None:
         # the same checkpoint for as many replicas as this attempt has
         checkpoint = reshard_checkpoint(checkpoint, config, dataset)
     backend = DaskBackend(config, handle, run_id, store, dataset, checkpoints)
-    backend.resume_from = recovery
+    backend.resume_from, backend.joins = recovery, joins
     try:
         backend.start()
-        driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress, stop=stop,
+        driven = drive(backend, config, sink, dataset.n_train, run_id=run_id, progress=progress,
+                       stop=joins.stop_check(stop),
                        checkpoint_dir=checkpoints, checkpoint=checkpoint,
                        chance=chance_accuracy(dataset.y_test, dataset.classes))  # fmt: skip
         parameters = backend.parameters()
     except LostRank:
         lost["recovery"] = backend.survivors_commits()
+        raise
+    except WorkersJoined as joined:
+        if joined.at:
+            lost["join"] = backend.rest_of_epoch(joined)
         raise
     finally:
         backend.close()
