@@ -40,10 +40,14 @@ from ...runtime.cluster.bootstrap import destroy_group, init_group, tcp_store
 from ...runtime.cluster.rendezvous import DaskStore, KeyValue
 
 CLIENT_GRACE_S = 30.0
+#: steps of plain all-reduce before ``powerSGD_hook`` compresses (its ``start_powerSGD_iter``: the
+#: least it allows with error feedback and warm start)
+POWERSGD_START_STEP = 2
 
 __all__ = [
     "CLIENT_GRACE_S",
     "HOOKS",
+    "POWERSGD_START_STEP",
     "DDPResult",
     "attach_hook",
     "ddp_rank",
@@ -59,7 +63,9 @@ def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
 
 def _powersgd(model: DistributedDataParallel, args: dict[str, str]) -> None:
     state = powersgd.PowerSGDState(
-        process_group=None, matrix_approximation_rank=int(args.get("rank", "1")), start_powerSGD_iter=2
+        process_group=None,
+        matrix_approximation_rank=int(args.get("rank", "1")),
+        start_powerSGD_iter=POWERSGD_START_STEP,
     )
     model.register_comm_hook(state, powersgd.powerSGD_hook)
 
