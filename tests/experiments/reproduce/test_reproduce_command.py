@@ -28,6 +28,7 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
         "### (a) samplers",
         "### (b) real processes",
         "### (c) simulated",
+        "### (d) PowerSGD on real processes",
         "## Claim 2:",
         "## Claim 3:",
         "## Environment",
@@ -42,8 +43,10 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     assert len(plots) == 6
     for name in plots:
         assert (out / "plots" / name).read_bytes().startswith(PNG_MAGIC)
-    for stem in ("dml_samplers", "dml_processes", "dml_simulated", "quantize_summary", "sparsify_summary"):
+    for stem in ("dml_samplers", "dml_processes", "dml_simulated", "dml_powersgd", "quantize_summary",
+                 "sparsify_summary"):  # fmt: skip
         assert (out / f"{stem}.csv").stat().st_size > 0
+    _assert_powersgd_part(out, report)
     for stem, coords in (
         ("quantize_summary", ["bits", "strategy", "ef"]),
         ("sparsify_summary", ["ratio", "technique"]),
@@ -56,10 +59,36 @@ def test_tiny_reproduce_writes_every_section(tmp_path, monkeypatch, capsys):
     assert printed.out.count("claim ") == 3 and "report.md" in printed.out
     # the run counts first, then one progress line per finished task: [claim] k/n label
     assert printed.err.startswith(
-        "runs of plan 'tiny': claim 1: 14 (samplers 6, processes 4, simulated 4); claim 2: 5; claim 3: 9"
+        "runs of plan 'tiny': claim 1: 17 (samplers 6, processes 4, powersgd 3, simulated 4); claim 2: 5; "
+        "claim 3: 9"
     )
-    for claim in ("claim 1, samplers", "claim 1, processes", "claim 1, simulated", "claim 2", "claim 3"):
+    parts = ("claim 1, samplers", "claim 1, processes", "claim 1, powersgd", "claim 1, simulated", "claim 2",
+             "claim 3")  # fmt: skip
+    for claim in parts:
         assert re.search(rf"^\[{claim}\] \d+/\d+ ", printed.err, re.M)
+
+
+def _assert_powersgd_part(out, report: str) -> None:
+    """Part (d): the ring's PowerSGD beside torch's hook at the tiny plan's rank, ADASS under PowerSGD
+    beside ADASS in fp32, each with accuracy, wire bytes and step time, and a verdict line of its own."""
+    table = pd.read_csv(out / "dml_powersgd.csv")
+    rank, adass = TINY.psgd_ranks[0], TINY.adass
+    assert list(zip(table["sampler"], table["arm"], strict=True)) == [
+        ("full", "ring fp32"), ("full", f"ring PowerSGD rank {rank}"), ("full", f"DDP PowerSGD rank {rank}"),
+        (adass, "ring fp32"), (adass, f"ring PowerSGD rank {TINY.psgd_adass_rank}"),
+    ]  # fmt: skip
+    assert {"test_acc", "acc_se_pts", "wire_kB_step", "step_ms"} <= set(table.columns)
+    assert table[["test_acc", "wire_kB_step", "step_ms"]].gt(0).all().all()
+    # fewer bytes than fp32 on the same sampler, for the codec and the hook alike
+    for sampler, group in table.groupby("sampler"):
+        fp32 = group[group["arm"] == "ring fp32"]["wire_kB_step"].iloc[0]
+        assert (group[group["arm"] != "ring fp32"]["wire_kB_step"] < fp32).all(), sampler
+    part = report[report.index("### (d) PowerSGD") : report.index("**Verdict, claim 1")]
+    for arm in table["arm"]:
+        assert f"| {arm} " in part
+    assert "ring PowerSGD within one standard error of torch's hook" in part
+    assert "ADASS with PowerSGD within 0.5 points of ADASS fp32" in part
+    assert re.search(r"^\*\*Verdict, PowerSGD: (holds|does not hold|holds only when .+)\*\*$", part, re.M)
 
 
 @pytest.mark.parametrize("kind", ["file", "non-empty"])

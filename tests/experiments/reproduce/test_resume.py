@@ -68,7 +68,7 @@ def test_resume_reruns_only_the_missing_runs(tiny_report, tmp_path, monkeypatch,
     ran = _ran(err)
     # claims 2 and 3 share the fp32 runs: a deleted grid run runs once, in whichever claim needs it first
     assert ran["claim 1, samplers"] == 1 and ran["claim 2"] + ran["claim 3"] == 2
-    assert ran["claim 1, processes"] == ran["claim 1, simulated"] == 0
+    assert ran["claim 1, processes"] == ran["claim 1, powersgd"] == ran["claim 1, simulated"] == 0
     assert all(p.exists() for p in deleted)  # the same keys again
     assert all(p.stat().st_mtime_ns == t for p, t in kept.items())  # reused, not rewritten
     for stem, frame in _accuracy(out).items():

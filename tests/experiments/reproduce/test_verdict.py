@@ -1,11 +1,21 @@
 """Verdicts follow the numbers: each claim's checks flip when the measurements cross their targets."""
 
+import doctest
 import math
 
 import pandas as pd
 import pytest
 
-from adass.experiments.reproduce import FULL, QUICK, TINY, Section, claim_dml, claim_quantize, claim_sparsify
+from adass.experiments.reproduce import (
+    FULL,
+    QUICK,
+    TINY,
+    Section,
+    claim_dml,
+    claim_quantize,
+    claim_sparsify,
+    dml_powersgd,
+)
 from adass.experiments.reproduce.verdict import (
     Check,
     checks_table,
@@ -133,6 +143,54 @@ def test_adass_against_full_flips_with_accuracy_and_backprops():
     assert verdict(claim_dml.sampler_checks(runs(0.897), table(0.6))) == "holds"
     assert verdict(claim_dml.sampler_checks(runs(0.890), table(0.6))) == "does not hold"
     assert verdict(claim_dml.sampler_checks(runs(0.897), table(1.0))) == "does not hold"
+
+
+def test_powersgd_against_the_hook_and_adass_fp32_flips_with_accuracy():
+    plan = QUICK  # ranks 1, 2 and 4; two seeds
+
+    def runs(ring_rank_2: list[float], adass_psgd: list[float]) -> pd.DataFrame:
+        rows = []
+        for arm in dml_powersgd.arms(plan):
+            for seed in range(2):
+                if arm.sampler == plan.adass:
+                    acc = adass_psgd[seed] if arm.rank else 0.900
+                elif arm.kind == "ring" and arm.rank == 2:
+                    acc = ring_rank_2[seed]
+                else:
+                    acc = 0.900 + 0.004 * seed
+                rows.append({"sampler": arm.sampler, "arm": arm.name, "seed": seed, "test_acc": acc})
+        return pd.DataFrame(rows)
+
+    def judged(ring_rank_2: list[float], adass_psgd: list[float]) -> str:
+        return verdict(
+            dml_powersgd.checks(runs(ring_rank_2, adass_psgd), plan, claim_dml.ADASS_TOLERANCE_PTS)
+        )
+
+    assert judged([0.900, 0.904], [0.898, 0.899]) == "holds"
+    # 0.5 points below the hook on average, with a standard error of 0.1 point
+    assert judged([0.894, 0.900], [0.898, 0.899]) == "holds only when rank 1; rank 4; ADASS, rank 4"
+    assert judged([0.910, 0.920], [0.898, 0.899]) == "holds"  # above the hook passes
+    assert judged([0.900, 0.904], [0.890, 0.899]) == "holds only when rank 1; rank 2; rank 4"
+    one_seed = runs([0.900, 0.904], [0.898, 0.899]).query("seed == 0")
+    checks = dml_powersgd.checks(one_seed, plan, claim_dml.ADASS_TOLERANCE_PTS)
+    assert verdict(checks) == "holds" and "(one seed)" in checks[0].measured
+
+
+def test_hook_wire_bytes_follow_torchs_rule_after_its_plain_steps():
+    assert doctest.testmod(dml_powersgd).failed == 0
+    shapes = [(128, 784), (128,), (10, 128), (10,)]  # the full plan's MLP
+    numel = 784 * 128 + 128 + 1280 + 10
+    # P = 4: each value 2 * 3 / 4 times by each of four ranks, four bytes
+    assert dml_powersgd.hook_wire_bytes(shapes, 4, 4, 2) == 2 * 3 * 4 * numel
+    compressed = (128 + 784) * 4 + (10 + 128) * 4 + 128 + 10  # both matrices are worth it at rank 4
+    assert dml_powersgd.hook_wire_bytes(shapes, 4, 4, 102) == pytest.approx(
+        2 * 3 * 4 * (2 * numel + 100 * compressed) / 102
+    )
+    # at rank 8 the (10, 128) layer travels whole, as torch decides
+    at_8 = (128 + 784) * 8 + 1280 + 128 + 10
+    assert dml_powersgd.hook_wire_bytes(shapes, 8, 2, 1002) == pytest.approx(
+        2 * 4 * (2 * numel + 1000 * at_8) / 1002
+    )
 
 
 def test_a_claim_on_two_data_sets_gets_a_verdict_for_each():

@@ -1,5 +1,10 @@
 """PyTorch DDP (gloo) baseline: the replicas' model, shards, local batch and steps, trained by
-``torch.nn.parallel.DistributedDataParallel`` in one plain task per Dask worker.
+``torch.nn.parallel.DistributedDataParallel``, one rank per Dask worker.
+
+Each rank runs in a process of its own, which a plain Dask task on its worker starts and waits on
+(:func:`~adass.runtime.cluster.rank_process.run_rank_process`): gloo's threads run the communication
+hook's Python callbacks, and inside the worker they held its GIL away from the event loop until the
+scheduler took the worker for lost. The rendezvous still travels over Dask, relayed by the task.
 
 Every rank builds the same state an :class:`~adass.engine.Engine` replica holds (model from the run
 seed, its shard, its sampler's visiting order, the optimizer), so a DDP run and an ADASS run with
@@ -14,7 +19,6 @@ feedback and warm start, compressing from the second step on).
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,17 +40,23 @@ from ...devices import local_device
 from ...engine import Engine, ReplicaState, TorchAgreement, set_lr
 from ...registry import SpecError
 from ...runtime.cluster import ClusterHandle
-from ...runtime.cluster.bootstrap import destroy_group, init_group, tcp_store
-from ...runtime.cluster.rendezvous import DaskStore, KeyValue
+from ...runtime.cluster.bootstrap import destroy_group, init_group
+from ...runtime.cluster.rank_process import run_rank_process
+from ...runtime.cluster.rendezvous import KeyValue
 
 CLIENT_GRACE_S = 30.0
+#: steps of plain all-reduce before ``powerSGD_hook`` compresses (its ``start_powerSGD_iter``: the
+#: least it allows with error feedback and warm start)
+POWERSGD_START_STEP = 2
 
 __all__ = [
     "CLIENT_GRACE_S",
     "HOOKS",
+    "POWERSGD_START_STEP",
     "DDPResult",
     "attach_hook",
     "ddp_rank",
+    "ddp_rank_process",
     "ddp_result",
     "parse_hook",
     "train_ddp",
@@ -59,7 +69,9 @@ def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
 
 def _powersgd(model: DistributedDataParallel, args: dict[str, str]) -> None:
     state = powersgd.PowerSGDState(
-        process_group=None, matrix_approximation_rank=int(args.get("rank", "1")), start_powerSGD_iter=2
+        process_group=None,
+        matrix_approximation_rank=int(args.get("rank", "1")),
+        start_powerSGD_iter=POWERSGD_START_STEP,
     )
     model.register_comm_hook(state, powersgd.powerSGD_hook)
 
@@ -131,9 +143,9 @@ def _local_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> flo
     return float(loss.detach())
 
 
-def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvous: Any, timeout_s: float,
-             hook: str = "fp32", host: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """Train one DDP rank for ``config``'s epochs; runs on a Dask worker, one task per rank.
+def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, store: dist.Store, timeout_s: float,
+             hook: str, host: str) -> dict[str, Any]:  # fmt: skip
+    """Train one DDP rank for ``config``'s epochs, in a process of its own (one per rank).
 
     Parameters
     ----------
@@ -141,15 +153,15 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvou
         ``RunConfig.to_dict()`` of the run (sampler ``full`` for a like-for-like baseline).
     rank, world : int
         This rank and the number of ranks (``config``'s workers).
-    rendezvous : Actor or (str, int)
-        The run's :class:`~adass.runtime.cluster.rendezvous.KeyValue` actor (on Dask), or rank 0's
-        host and a free port there for a TCPStore (the lab's torchrun-style ranks).
+    store : torch.distributed.Store
+        The run's rendezvous: a :class:`~adass.runtime.cluster.rank_process.RelayedStore` to the run's
+        actor on Dask, or a TCPStore at rank 0 (the lab's torchrun-style ranks).
     timeout_s : float
         How long a rank waits for the others.
     hook : str
         DDP communication hook (``HOOKS``): ``fp32``, ``fp16`` or ``powersgd:rank=R``.
-    host : str, optional
-        The address whose interface the group binds; default: this Dask worker's.
+    host : str
+        The address whose interface the group binds (the rank's Dask worker's, or its lab host's).
 
     Returns
     -------
@@ -161,13 +173,6 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvou
     keep_freed_memory()  # and the same allocator setting
     run = RunConfig.from_dict(config)
     o = run.optim
-    if host is None:  # bind where this Dask worker lives
-        host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if isinstance(rendezvous, tuple):
-        store = tcp_store(*rendezvous, rank, world, timeout)
-    else:
-        store = DaskStore(rendezvous, timeout)
     device = local_device(run.cluster.device)  # resolved with the workers by the caller
     init_group(store, rank, world, timeout_s, host=host, bind=run.cluster.bind or None, device=device)
     try:
@@ -203,6 +208,23 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvou
         destroy_group()
 
 
+def ddp_rank_process(config: dict[str, dict[str, Any]], rank: int, world: int, rendezvous: Any,
+                     timeout_s: float, hook: str) -> dict[str, Any]:  # fmt: skip
+    """A Dask task: :func:`ddp_rank` in a process of its own, bound where this worker lives, its
+    rendezvous relayed to the ``rendezvous`` actor; the whole run may take ``timeout_s`` plus
+    ``CLIENT_GRACE_S``."""
+    host = get_worker().address.split("://")[-1].rsplit(":", 1)[0]
+    kwargs = {
+        "config": config,
+        "rank": rank,
+        "world": world,
+        "timeout_s": timeout_s,
+        "hook": hook,
+        "host": host,
+    }
+    return run_rank_process(ddp_rank, kwargs, rendezvous, timeout_s + CLIENT_GRACE_S)
+
+
 def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> DDPResult:
     """Run ``config`` with PyTorch DDP on the first ``config.cluster.workers`` workers of ``handle``.
 
@@ -232,7 +254,7 @@ def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> D
                                pure=False).result(timeout=timeout_s)  # fmt: skip
     futures = [
         client.submit(
-            ddp_rank,
+            ddp_rank_process,
             config.to_dict(),
             rank,
             world,
@@ -245,9 +267,9 @@ def train_ddp(config: RunConfig, handle: ClusterHandle, hook: str = "fp32") -> D
         )  # fmt: skip
         for rank, address in enumerate(addresses[:world])
     ]
-    # a rank that fails leaves the others waiting in a collective: its error is the run's, at once
-    # the client waits past the ranks' own timeout, so a rank's error (naming what it waited for) wins
-    for done in as_completed(futures, timeout=timeout_s + CLIENT_GRACE_S):
+    # a rank that fails leaves the others waiting in a collective: its error is the run's, at once;
+    # the client waits past the ranks' own timeouts, so a rank's error (naming what it waited for) wins
+    for done in as_completed(futures, timeout=timeout_s + 2 * CLIENT_GRACE_S):
         if done.status == "error":
             done.result()
     return ddp_result([f.result() for f in futures], config.optim.epochs)

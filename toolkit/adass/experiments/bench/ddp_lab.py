@@ -9,6 +9,7 @@ outlives its timeout has its processes killed (by the PIDs started here) and fai
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import secrets
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from ...config import RunConfig
 from ...netlab import LabError, LabState
+from ...runtime.cluster.bootstrap import tcp_store
 from .ddp import CLIENT_GRACE_S, DDPResult, ddp_rank, ddp_result, parse_hook
 
 __all__ = ["main", "train_ddp_in_lab"]
@@ -93,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout-s", required=True, type=float)
     args = parser.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
-    report = ddp_rank(
-        config, args.rank, args.world, (args.master, args.port), args.timeout_s, args.hook, args.host
+    store = tcp_store(
+        args.master, args.port, args.rank, args.world, datetime.timedelta(seconds=args.timeout_s)
     )
+    report = ddp_rank(config, args.rank, args.world, store, args.timeout_s, args.hook, args.host)
     report.setdefault("test_acc", float("nan"))
     report.setdefault("test_loss", float("nan"))
     Path(args.out).write_text(json.dumps(report))

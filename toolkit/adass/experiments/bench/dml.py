@@ -112,7 +112,8 @@ def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: 
     Returns
     -------
     dict
-        The ``COLUMNS`` of the arm (those it has) and ``backprops``, the run's total.
+        The ``COLUMNS`` of the arm (those it has), ``backprops``, the run's total, and ``steps``, its
+        synchronous steps.
     """
     spec = exchange_spec(exchange, codec)
     config = base.replace(workers=workers, exchange=spec, codec=codec, link=LINKS[link])
@@ -128,7 +129,7 @@ def measure_arm(base: RunConfig, handle: ClusterHandle, workers: int, exchange: 
                _step_ms(step_s, steps["step"]),
                float(steps["comm_s"].sum()) / busy_s if busy_s > 0 else float("nan"),
                result.totals["wire_bytes"] / epochs / 1e6, result.final.test_acc, result.data)  # fmt: skip
-    return {**row, "backprops": int(result.totals["backprops"])}
+    return {**row, "backprops": int(result.totals["backprops"]), "steps": int(steps["step"].nunique())}
 
 
 def _measure_ddp(base: RunConfig, handle: ClusterHandle, workers: int) -> dict:

@@ -1,7 +1,8 @@
 """Claim 1, ADASS-DML: ADASS trains with fewer backprops at full data's accuracy (beside random, InfoBatch
 and Selective Backprop), under a Parameter Server and a Ring All-Reduce on real processes, where the
 ring is faster and communication still a large part of the step; up to 63 virtual replicas on a
-modelled link show how that share grows with P.
+modelled link show how that share grows with P. Beside them, PowerSGD on the same processes against
+torch's own hook (:mod:`.dml_powersgd`, with a verdict line of its own).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 from ...tables import markdown_table
 from ..bench.dml import LINKS as REAL_LINKS
 from ..compare import SCHEDULE_MATCHED, summarise
-from . import dml_runs
+from . import dml_powersgd, dml_runs
 from .arms import LINKS
 from .parallel import Runner
 from .plan import Plan
@@ -128,23 +129,29 @@ def _comm_share_text(sim: pd.DataFrame, real: pd.DataFrame) -> str:
 
 
 def count(plan: Plan) -> dict[str, int]:
-    """Runs of each part of claim 1."""
-    return dml_runs.count(plan)
+    """Runs of each part of claim 1, in the order they run."""
+    counts = dml_runs.count(plan)
+    return {"samplers": counts["samplers"], "processes": counts["processes"],
+            "powersgd": dml_powersgd.count(plan), "simulated": counts["simulated"]}  # fmt: skip
 
 
 def run(plan: Plan, out: Path, runner: Runner) -> Section:
-    """The three parts of claim 1; plots go to ``out/plots``."""
+    """The four parts of claim 1; plots go to ``out/plots``."""
     sampler_runs = dml_runs.samplers(plan, runner)
     sampler_table = _sampler_table(sampler_runs)
-    real_runs = dml_runs.processes(plan, runner)
+    with dml_runs.Cluster(plan) as cluster:
+        real_runs = dml_runs.processes(plan, runner, cluster, with_steps=dml_powersgd.references(plan))
+        psgd_runs = dml_powersgd.run(plan, runner, cluster)
     real_table = _real_table(real_runs)
+    psgd_table = dml_powersgd.table(psgd_runs)
     sim = dml_runs.simulated(plan, runner)
     s = plan.setting
     links = ", ".join(
         f"{k} (`{REAL_LINKS[k]}`)" if REAL_LINKS[k] else f"{k} (loopback as it is)" for k in plan.dml_links
     )
     section = Section("dml", CLAIM, tables={"samplers": sampler_table, "samplers_runs": sampler_runs,
-                                            "processes": real_table, "processes_runs": real_runs, "simulated": sim})  # fmt: skip
+                                            "processes": real_table, "processes_runs": real_runs, "simulated": sim,
+                                            "powersgd": psgd_table, "powersgd_runs": psgd_runs})  # fmt: skip
     settings = "; ".join(
         f"{n}: `{o['data']}`, `{o['model']}`, {o['epochs']} epochs" for n, o in plan.sampler_settings.items()
     )
@@ -168,6 +175,7 @@ def run(plan: Plan, out: Path, runner: Runner) -> Section:
         "which is why P stops at 63 (64 threads in all). Ring and PS are compared on `comm_ms_*`: "
         "both compute the same model on the same shards, so the transfers are what differs.", "",
         markdown_table(sim.drop(columns=["wall_s"])), "",
+        *dml_powersgd.lines(plan, psgd_table, dml_powersgd.checks(psgd_runs, plan, ADASS_TOLERANCE_PTS)),
     ]  # fmt: skip
     plots = out / "plots"
     bar_plot(plots / "dml_samplers.png", [f"{d}: {s_}" for d, s_ in zip(sampler_table["dataset"], sampler_table["sampler"], strict=True)],

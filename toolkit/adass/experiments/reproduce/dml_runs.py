@@ -3,18 +3,19 @@ where it finished before.
 
 The samplers' runs go in chains, one per data set and seed: ADASS's matched controls replay the ADASS
 run of the same seed, so a chain is the unit ``--jobs`` spreads over processes. The real-process runs
-measure time on a shared Dask cluster and stay one after another in this process.
+measure time on a shared Dask cluster (:class:`Cluster`) and stay one after another in this process.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 import pandas as pd
 
 from ...config import RunConfig
 from ...data import load_dataset
-from ...runtime.cluster import connect
+from ...runtime.cluster import ClusterHandle, connect
 from ..bench.dml import measure_arm
 from ..compare import compare_runs, run_one
 from .arms import DML_EXCHANGES, DML_SAMPLERS, LINKS
@@ -27,7 +28,10 @@ __all__ = [
     "PROCESSES",
     "SAMPLERS",
     "SIMULATED",
+    "Cluster",
+    "base_config",
     "count",
+    "process_row",
     "processes",
     "sampler_chain",
     "samplers",
@@ -89,40 +93,80 @@ def samplers(plan: Plan, runner: Runner) -> pd.DataFrame:
                             kind="stable", ignore_index=True)  # fmt: skip
 
 
-def processes(plan: Plan, runner: Runner) -> pd.DataFrame:
-    """ADASS and full on PS and ring, P real processes, every link and seed; one row per run.
+def base_config(plan: Plan) -> RunConfig:
+    """The run options of the real-process and simulated runs: the plan's setting, ``full``, seed 0."""
+    return RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
 
-    A cluster starts only when some run is not in the store."""
-    base = RunConfig.from_flat(**plan.setting, sampler="full", seed=0, threads=1)
-    store, arms = runner.store, _process_arms(plan)
-    todo = [(seed, arm) for seed in range(plan.seeds) for arm in arms]
-    keys = {(seed, arm): store.key(PROCESSES, base.replace(sampler=arm[2], seed=seed).to_dict(), workers=arm[0],
-                                   exchange=DML_EXCHANGES[arm[1]], link=arm[3])
-            for seed, arm in todo}  # fmt: skip
+
+class Cluster:
+    """The Dask LocalCluster of claim 1's real-process runs, started by the first run that is not in
+    the store (a plan whose runs are all stored starts none) and closed on leaving the ``with``.
+
+    Parameters
+    ----------
+    plan : Plan
+        Its largest P, plus the servers of the widest exchange of ``DML_EXCHANGES``, are the workers.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        base = base_config(plan)
+        servers = max(base.replace(exchange=e).servers for e in DML_EXCHANGES.values())
+        self.n_workers = max(plan.workers) + servers
+        self._handle: ClusterHandle | None = None
+
+    @property
+    def handle(self) -> ClusterHandle:
+        if self._handle is None:
+            self._handle = connect(n_workers=self.n_workers)
+        return self._handle
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def process_row(plan: Plan, store: RunStore, cluster: Cluster, seed: int, arm: tuple[int, str, str, str],
+                steps: bool = False) -> tuple[dict, bool]:  # fmt: skip
+    """One fp32 run of part (b), ``arm`` = (P, exchange label, sampler, link), from the store or run now.
+
+    With ``steps`` the row must hold its step count: a stored one written before runs recorded it
+    runs again.
+
+    Returns
+    -------
+    tuple
+        The row and whether it was reused.
+    """
+    p, label, sampler, link = arm
+    config = base_config(plan).replace(sampler=sampler, seed=seed)
+    key = store.key(PROCESSES, config.to_dict(), workers=p, exchange=DML_EXCHANGES[label], link=link)
+    row = store.load(PROCESSES, key)
+    if row is not None and (not steps or "steps" in row):
+        return row, True
+    row = measure_arm(config, cluster.handle, p, DML_EXCHANGES[label], "fp32", link)
+    row = {**row, "exchange": label, "sampler": sampler, "seed": seed}
+    store.save(PROCESSES, key, row)
+    return row, False
+
+
+def processes(plan: Plan, runner: Runner, cluster: Cluster,
+              with_steps: Collection[tuple[int, str, str, str]] = ()) -> pd.DataFrame:  # fmt: skip
+    """ADASS and full on PS and ring, P real processes, every link and seed; one row per run. The arms
+    of ``with_steps`` must hold their step counts (see :func:`process_row`)."""
+    todo = [(seed, arm) for seed in range(plan.seeds) for arm in _process_arms(plan)]
     progress = runner.progress("claim 1, processes", len(todo))
-    servers = max(base.replace(exchange=e).servers for e in DML_EXCHANGES.values())
-    handle = None
     rows = []
-    try:
-        for seed, (p, label, sampler, link) in todo:
-            key = keys[(seed, (p, label, sampler, link))]
-            row = store.load(PROCESSES, key)
-            if row is None:
-                handle = handle or connect(n_workers=max(plan.workers) + servers)
-                row = measure_arm(
-                    base.replace(sampler=sampler, seed=seed), handle, p, DML_EXCHANGES[label], "fp32", link
-                )
-                row = {**row, "exchange": label, "sampler": sampler, "seed": seed}
-                store.save(PROCESSES, key, row)
-                seconds, reused = row["epoch_s"] * plan.setting["epochs"], 0
-            else:
-                seconds, reused = None, 1
-            progress(f"P={p} {label} {sampler} link {link} seed {seed}",
-                     f"acc {row['test_acc']:.3f}, epoch {row['epoch_s']:.2f} s", seconds, reused=reused)  # fmt: skip
-            rows.append(row)
-    finally:
-        if handle is not None:
-            handle.close()
+    for seed, (p, label, sampler, link) in todo:
+        arm = (p, label, sampler, link)
+        row, reused = process_row(plan, runner.store, cluster, seed, arm, steps=arm in with_steps)
+        seconds = None if reused else row["epoch_s"] * plan.setting["epochs"]
+        progress(f"P={p} {label} {sampler} link {link} seed {seed}",
+                 f"acc {row['test_acc']:.3f}, epoch {row['epoch_s']:.2f} s", seconds, reused=int(reused))  # fmt: skip
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -130,9 +174,7 @@ def simulated(plan: Plan, runner: Runner) -> pd.DataFrame:
     """Ring and PS on ``plan.sim_workers`` virtual replicas, modelled times under every link.
 
     These run here, one after another: their compute times enter the modelled step."""
-    base = RunConfig.from_flat(
-        **{**plan.setting, "epochs": plan.sim_epochs}, sampler="full", seed=0, threads=1
-    )
+    base = base_config(plan).replace(epochs=plan.sim_epochs)
     store = runner.store
     dataset = None
     progress = runner.progress("claim 1, simulated", count(plan)["simulated"])

@@ -2,7 +2,7 @@
 
 ``FULL`` is the run behind docs/results.md; ``QUICK`` (``--quick``) is a smoke run sized for ten minutes
 on two cores; ``TINY`` (environment variable ``ADASS_REPRODUCE_SIZES=tiny``) is the test suite's, with
-only arms whose codecs exist in every build. The command path is the same for all three.
+only arms whose codecs exist in every build and one PowerSGD rank. The command path is the same for all three.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from ...registry import SpecError
+from ..bench.netlab_dml import PSGD_RANKS
 from ..bench.samplers import QUICK as SAMPLERS_QUICK
 from ..bench.samplers import SETTINGS as SAMPLERS_SETTINGS
 from . import arms
@@ -49,6 +50,11 @@ class Plan:
         verdict); empty: ``setting`` alone (see :attr:`grids`).
     rs_settings : dict
         Name -> run options of more settings for claim 3's grid alone (see :meth:`sparsify`).
+    psgd_ranks : tuple of int
+        Ranks of claim 1's PowerSGD on the ring and of torch's ``powerSGD_hook`` beside it (those of
+        ``adass bench dml --netlab``).
+    psgd_adass_rank : int
+        Rank of the PowerSGD that ``adass`` runs under beside ``adass`` in fp32.
     """
 
     name: str
@@ -69,6 +75,8 @@ class Plan:
     rs_arms: list[tuple[str, str, str]] = field(default_factory=lambda: list(arms.RS_ARMS))
     grid_settings: dict[str, dict] = field(default_factory=dict)
     rs_settings: dict[str, dict] = field(default_factory=dict)
+    psgd_ranks: tuple[int, ...] = PSGD_RANKS
+    psgd_adass_rank: int = 4
 
     @property
     def grids(self) -> dict[str, dict]:
@@ -110,6 +118,7 @@ TINY = Plan(
      "lr": 0.1, "epochs": 2},
     "adass:warmup=0,final=0", (2,), (2, 4), 1, grid_workers=2, dml_links=["none"], q_bits=[2, 8],
     q_strategies=["shared_scale"], rs_ratios=[0.1, 0.01], rs_arms=list(arms.RS_ARMS_NOW),
+    psgd_ranks=(1,), psgd_adass_rank=1,  # rank 4 compresses no layer of an 8-unit MLP
 )  # fmt: skip
 PLANS: dict[str, Plan] = {p.name: p for p in (FULL, QUICK, TINY)}
 
