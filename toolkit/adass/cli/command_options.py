@@ -73,7 +73,9 @@ class BenchOptions(OutputOptions):
 
     quick = param.Boolean(False, doc="small sizes (a smoke run)")
     netlab = param.String(
-        "", doc="dml only: link rates of a network lab to run on, e.g. 1gbit,100mbit (root and iproute2)"
+        "",
+        doc="dml and faults only: link rates of a network lab to run on, e.g. 1gbit,100mbit (faults: one "
+        "rate; root and iproute2)",
     )
     straggler_only = param.Boolean(
         False, doc="dml only: run just the straggler case (ring vs sync, SSP and async parameter servers)"

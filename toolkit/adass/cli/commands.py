@@ -238,15 +238,20 @@ def run_bench(
 ) -> int:
     """``adass bench SUITE``: the suite prints its tables and writes ``out/<suite>.md`` and ``.csv``.
 
-    ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas
+    ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas (the
+    ``faults`` suite: a killed worker across a lab at one rate)
     (None: the suite's own), ``straggler_only`` its straggler case alone, ``device`` its replicas on
     ``cpu`` or ``cuda``; ``seeds`` the ``frontier`` and ``faults`` suites' seeds, ``settings`` the ``frontier`` suite's settings;
     other suites refuse them.
     """
     from ..experiments.bench import load_suite
 
-    if netlab and suite != "dml":
-        raise SpecError(f"--netlab: only the dml suite runs on a network lab, not {suite!r}")
+    if netlab and suite not in ("dml", "faults"):
+        raise SpecError(f"--netlab: only the dml and faults suites run on a network lab, not {suite!r}")
+    if suite == "faults" and "," in netlab:
+        raise SpecError(f"--netlab: the faults suite runs at one link rate, not {netlab!r}")
+    if lab_workers is not None and suite != "dml":
+        raise SpecError(f"--lab-workers: only the dml suite sizes its network lab, not {suite!r}")
     if straggler_only and suite != "dml":
         raise SpecError(f"--straggler-only: only the dml suite has a straggler case, not {suite!r}")
     if straggler_only and netlab:

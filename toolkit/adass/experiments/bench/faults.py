@@ -281,8 +281,9 @@ def _kill_scheduler(out: Path, args: list[str], epoch: int, seed: int) -> dict[s
                     outcome=f"exit {proc.returncode}: {lines[-1][:160] if lines else ''}")  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.DataFrame:
-    """Run the suite, print its tables, write ``faults.md`` and ``faults.csv``.
+def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: str = "") -> pd.DataFrame:
+    """Run the suite, print its tables, write ``faults.md`` and ``faults.csv``; with ``netlab`` (one link
+    rate), a worker killed and replaced across a network lab instead (:mod:`.faults_lab`).
 
     Parameters
     ----------
@@ -292,9 +293,16 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.Data
         A small run (4 epochs of 1,200 samples, one seed: a few minutes), for smoke tests.
     seeds : int, optional
         Seeds of every fault (default 3; 1 with ``quick``).
+    netlab : str, optional
+        The network lab's link rate.
     """
     from ...config import RunConfig
     from ...runtime.cluster import connect
+
+    if netlab:
+        from .faults_lab import run_lab
+
+        return run_lab(out_dir, netlab, quick=quick, seeds=seeds)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
