@@ -192,7 +192,30 @@ def test_lab_rates_and_ddp_hooks_are_checked_in_one_line():
 
 def test_netlab_is_refused_by_other_suites(tmp_path, capsys):
     assert main(["bench", "samplers", "--netlab", "1gbit", "--out", str(tmp_path)]) == 2
-    assert "--netlab: only the dml suite" in capsys.readouterr().err
+    assert "--netlab: only the dml and faults suites" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--netlab", "1gbit,100mbit"],
+            "--netlab: the faults suite runs at one link rate, not '1gbit,100mbit'",
+        ),
+        (
+            ["--netlab", "1gbit", "--lab-workers", "3"],
+            "--lab-workers: only the dml suite sizes its network lab",
+        ),
+    ],
+)
+def test_the_faults_suite_on_a_lab_is_checked_in_one_line_before_anything_is_written(
+    tmp_path, capsys, argv, message
+):
+    out = tmp_path / "out"
+    assert main(["bench", "faults", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
