@@ -144,9 +144,10 @@ def backprop_batch(
         sampler.observe(idx, probe, {"path": c.path})
         chosen = sampler.backprop_weights(idx, probe)
         weights = chosen if weights is None else weights * chosen
-        keep = weights > 0
-        idx, weights = idx[keep], weights[keep]
-        x, y = x[keep.to(device)], y[keep.to(device)]
+        keep = torch.nonzero(weights > 0).squeeze(1)  # found once, then one gather per tensor
+        idx, weights = idx.index_select(0, keep), weights.index_select(0, keep)
+        keep = keep if on_host else keep.to(device)
+        x, y = x.index_select(0, keep), y.index_select(0, keep)
         if idx.numel() == 0:
             return float(probe.mean()), 0
     used = int(idx.numel())
