@@ -51,6 +51,9 @@ class Sampler(Protocol):
     with the per-sample losses of the forward pass. ``extras`` holds ``path`` (the cumulative length
     of the optimisation path, sum of ||w_{t+1} - w_t||, at the time of the forward) and ``epoch``.
 
+    ``observe`` may keep the tensors it is given and fold them in later (once per epoch, at
+    ``settle``, or when its state is read), so callers hand over tensors they no longer change.
+
     Policies that decide per batch after a forward pass (``two_pass = True``) also implement
     ``backprop_weights(indices, losses) -> Tensor`` giving each sample's loss weight, 0 to skip.
 
