@@ -1,7 +1,9 @@
 """The step's own costs kept small without changing a bit: parameters and gradients as views of two
 flat buffers, the step's length from a reused scratch buffer (equal to the plain copy-before,
-copy-after reference), records turned into rows without a deep copy."""
+copy-after reference), records turned into rows without a deep copy, batches gathered a chunk of
+steps ahead, losses kept by the sampler until read, and unit weights left out."""
 
+import doctest
 from dataclasses import asdict, fields
 
 import pytest
@@ -10,8 +12,20 @@ from torch.nn import functional as F
 
 from adass.config import RunConfig
 from adass.data import load_dataset
-from adass.engine import Counters, ReplicaState, flat_params, flatten_into, state_bytes, state_from_bytes
-from adass.engine.step import backprop_batch, optimizer_step, write_flat_params
+from adass.engine import (
+    Counters,
+    Engine,
+    ReplicaState,
+    flat_params,
+    flatten_into,
+    in_order,
+    spread_evenly,
+    state_bytes,
+    state_from_bytes,
+)
+from adass.engine import rows as rows_module
+from adass.engine.rows import CHUNK_BYTES, EpochRows, consecutive
+from adass.engine.step import backprop_batch, optimizer_step, set_lr, write_flat_params
 from adass.metrics import EvalRecord, SelectionRecord, StepRecord, TrafficRecord, as_row
 from adass.models import build_model
 from adass.sampling import build_sampler
@@ -126,3 +140,90 @@ def test_a_record_row_is_its_asdict(kind):
     first = fields(kind)[0].name
     row[first] = "changed"  # a copy: the record keeps its value
     assert getattr(record, first) == 0
+
+
+# -- batches gathered ahead, losses kept until read, unit weights left out ------------------------
+
+
+def test_the_rows_module_doctest_holds():
+    assert doctest.testmod(rows_module).failed == 0
+
+
+@pytest.mark.parametrize("split", [in_order, spread_evenly])
+@pytest.mark.parametrize("chunk_bytes", [1, 500, CHUNK_BYTES])  # a batch, a few batches, the whole epoch
+def test_epoch_rows_are_the_rows_a_per_step_gather_takes(split, chunk_bytes):
+    state = state_for("full")
+    order = torch.randperm(state.n, generator=torch.Generator().manual_seed(2))[:250]
+    batches = split(250, 8, 32)
+    for first in (0, 4):  # from the epoch's start, and resumed after four steps
+        rows = EpochRows(state.x, state.y, order, batches[first:], torch.device("cpu"), chunk_bytes)
+        for part in batches[first:]:
+            x, y = rows.next()
+            assert torch.equal(x, state.x.index_select(0, order[part]))
+            assert torch.equal(y, state.y.index_select(0, order[part]))
+
+
+def test_epoch_rows_take_only_consecutive_batches():
+    assert consecutive([slice(0, 3), slice(3, 3), slice(3, 8)]) and consecutive([])
+    assert not consecutive([slice(0, 3), slice(4, 8)])
+    assert not consecutive(
+        in_order(250, 9, 32)
+    )  # steps past the selection's end: the steps gather themselves
+    with pytest.raises(ValueError, match="consecutive"):
+        EpochRows(
+            torch.zeros(8, 2),
+            torch.zeros(8),
+            torch.arange(8),
+            [slice(0, 3), slice(4, 8)],
+            torch.device("cpu"),
+        )
+
+
+def test_an_epoch_on_gathered_rows_trains_as_steps_that_gather_their_own():
+    """The plain loop (each step gathers its batch, every weight given) beside run_epoch."""
+    fast, plain = (Engine(state_for("adass:warmup=1,final=0"), split=in_order) for _ in range(2))
+    for epoch in range(3):
+        report = fast.run_epoch(fast.plan(epoch), selection_records=False)
+        plan = plain.plan(epoch)
+        set_lr(plain.state.optimizer, plain.state.config, epoch)
+        selection = plain.selection
+        rows = [plain.step(epoch, selection.indices[part], selection.weights[part], total)[0]
+                for part, total in zip(plan.batches, plan.totals, strict=True)]  # fmt: skip
+        plain.state.sampler.settle()
+        assert [r["loss"] for r in report.steps] == [r["loss"] for r in rows]
+        assert torch.equal(fast.state.flat_params, plain.state.flat_params)
+        assert fast.state.counters.path == plain.state.counters.path
+        assert torch.equal(fast.state.sampler.bounds(), plain.state.sampler.bounds())
+
+
+@pytest.mark.parametrize("sampler", ["full", "selective_backprop"])
+def test_unit_weights_left_out_give_the_same_loss_and_gradient(sampler):
+    states = [state_for(sampler), state_for(sampler)]
+    idx = torch.randperm(states[0].n, generator=torch.Generator().manual_seed(6))[:48]
+    results = []
+    for s, weights in zip(states, (torch.ones(48), None), strict=True):
+        s.sampler = build_sampler(sampler, n=s.n, seed=0, epochs=2)
+        results.append(backprop_batch(s.model, s.sampler, s.x, s.y, idx, weights, Counters(), s.flat_grad))
+    assert results[0] == results[1]
+    assert torch.equal(states[0].flat_grad, states[1].flat_grad)
+    if sampler == "full":
+        losses = F.cross_entropy(states[0].model(states[0].x[idx]), states[0].y[idx], reduction="none")
+        assert results[1][0] == float(losses.detach().mean())  # the step's mean loss, bit for bit
+
+
+def test_kept_losses_fold_in_as_writing_every_batch_in_turn():
+    sampler = build_sampler("full", n=10, seed=0, epochs=1)
+    reference = torch.full((10,), float("nan"))
+    batches = [(torch.tensor([3, 1, 4]), torch.tensor([0.5, 1.5, 2.5])),
+               (torch.tensor([1, 5]), torch.tensor([9.0, 3.0])),  # sample 1 again: its later loss wins
+               (torch.tensor([3]), torch.tensor([7.0]))]  # fmt: skip
+    for idx, losses in batches:
+        sampler.observe(idx, losses, {"path": 0.0})
+        reference[idx] = losses
+    bounds = sampler.bounds()
+    assert torch.equal(bounds.isnan(), reference.isnan()) and torch.equal(
+        bounds.nan_to_num(), reference.nan_to_num()
+    )
+    assert sampler.bounds()[[1, 3]].tolist() == [9.0, 7.0]
+    sampler.observe(torch.tensor([0]), torch.tensor([4.0]), {"path": 0.0})
+    assert sampler.state_dict()["last_loss"][0] == 4.0  # a checkpoint holds what was observed so far

@@ -25,6 +25,7 @@ from .commits import Commit, Commits, EpochResume, host_copy
 from .epoch import EpochPlan, EpochReport
 from .joins import EpochRest, RestPart
 from .replica import ReplicaState
+from .rows import EpochRows, consecutive
 from .shares import Throughput
 from .step import (
     backprop_batch,
@@ -204,11 +205,19 @@ class Engine:
         order, weights = (
             (self.selection.indices, self.selection.weights) if work is None else (work.order, work.weights)
         )
+        # every weight 1 (the usual case), of the losses' type (so that leaving them out changes no type
+        # promotion): the steps take none, and their mean loss is the loss they backpropagate
+        unit = weights.dtype == s.flat_grad.dtype and bool((weights == 1).all())
         steps = len(plan.batches)
-        left = zip(plan.batches[first:], plan.totals[first:], strict=True)
+        x, y = (s.x, s.y) if work is None else (work.x, work.y)
+        batches = plan.batches[first:]
+        rows = EpochRows(x, y, order, batches, s.flat_grad.device) if consecutive(batches) else None
+        left = zip(batches, plan.totals[first:], strict=True)
         for done, (part, total) in enumerate(left, start=first + 1):
             began = time.perf_counter()
-            row, traffic = self.step(plan.epoch, order[part], weights[part], total, work)
+            row, traffic = self.step(
+                plan.epoch, order[part], None if unit else weights[part], total, work, rows
+            )
             report.busy_s += time.perf_counter() - began - self.held_s
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
@@ -293,22 +302,26 @@ class Engine:
         self,
         epoch: int,
         idx: torch.Tensor,
-        weights: torch.Tensor,
+        weights: torch.Tensor | None,
         planned: float,
         work: EpochWork | None = None,
+        rows: EpochRows | None = None,
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """One step on the local batch ``idx`` (in lock-step with the other replicas unless the
         exchange is asynchronous); returns its row and traffic rows.
 
         ``planned`` is the step's global batch from the plan; it is the global sample count unless
         a two-pass sampler backpropagates fewer samples than it visits. ``idx`` are rows of
-        ``work`` where the epoch is shared out, of the replica's shard otherwise.
+        ``work`` where the epoch is shared out, of the replica's shard otherwise; ``weights`` their
+        loss weights, None where all are 1. ``rows``: the epoch's batches gathered ahead, the next of
+        which is ``idx``'s; without it, the step gathers its batch itself.
         """
         s = self.state
         x, y, scores = (s.x, s.y, s.sampler) if work is None else (work.x, work.y, work)
         t0 = time.perf_counter()
         self.straggler.wait(self.rank, s.step, self.world)  # a slowed replica's extra time counts as compute
-        loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters, s.flat_grad)
+        batch = None if rows is None else rows.next()
+        loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters, s.flat_grad, batch)
         t1 = time.perf_counter()
         lockstep = self.exchange is None or self.exchange.lockstep
         spreads = self._spreads_nonfinite()
@@ -346,11 +359,12 @@ class Engine:
                 write_flat_params(s.flat_params, pulled, s.counters, s.step_length)
         elif total:
             optimizer_step(s.optimizer, s.counters, s.step_length)
-        record = StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
-                            compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
-                            staleness=staleness)  # fmt: skip
-        row = {**as_row(record), "wire_bytes": sum(r["wire_bytes"] for r in traffic),
-               "raw_bytes": sum(r["raw_bytes"] for r in traffic)}  # fmt: skip
+        # the record's own fields, not a copy: nothing else holds the record
+        row = vars(StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
+                              compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
+                              staleness=staleness))  # fmt: skip
+        row["wire_bytes"] = sum(r["wire_bytes"] for r in traffic) if traffic else 0
+        row["raw_bytes"] = sum(r["raw_bytes"] for r in traffic) if traffic else 0
         s.step += 1
         return row, traffic
 

@@ -108,14 +108,21 @@ def refresh_scores(
 
 def backprop_batch(
     model: nn.Module, sampler: Sampler, x_all: torch.Tensor, y_all: torch.Tensor,
-    idx: torch.Tensor, weights: torch.Tensor, c: Counters, flat_grad: torch.Tensor | None = None,
+    idx: torch.Tensor, weights: torch.Tensor | None, c: Counters, flat_grad: torch.Tensor | None = None,
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[float, int]:  # fmt: skip
     """Forward and backward on the batch ``idx`` of ``(x_all, y_all)``; gradients are left in ``.grad``.
 
     Two-pass samplers first see a no-grad forward and choose whom to backprop. Returns the mean loss
     and how many samples were backpropagated (their forwards and backprops are added to ``c``).
+
+    ``weights``: the samples' loss weights; None where every weight is 1, and then the loss the
+    backward takes, ``sum / count``, is also the step's mean loss (on the CPU, ``mean`` is that very
+    sum and division, so the value is the same bit for bit), which saves a reduction per step.
     Gradients are zeroed in place, so views into a flat buffer survive: ``flat_grad``, the buffer
-    every ``.grad`` is a view of, in one operation; without it, one gradient at a time.
+    every ``.grad`` is a view of, in one operation; without it, one gradient at a time. ``rows``:
+    the batch's samples and labels already gathered on the model's device (see
+    :class:`~adass.engine.rows.EpochRows`); without them, they are gathered here.
     """
     if flat_grad is None:
         model.zero_grad(set_to_none=False)
@@ -124,25 +131,39 @@ def backprop_batch(
     if idx.numel() == 0:
         return 0.0, 0
     device = model_device(model) if flat_grad is None else flat_grad.device  # the gradient's is the model's
-    x, y = x_all.index_select(0, idx).to(device), y_all.index_select(0, idx).to(device)
+    if rows is None:
+        x, y = x_all.index_select(0, idx).to(device), y_all.index_select(0, idx).to(device)
+    else:
+        x, y = rows
+    on_host = device == idx.device  # losses go to the sampler on the host: no move needed then
     if sampler.two_pass:
         with torch.no_grad():
-            probe = F.cross_entropy(model(x), y, reduction="none").to(idx.device)
+            probe = F.cross_entropy(model(x), y, reduction="none")
+        probe = probe if on_host else probe.to(idx.device)
         c.forwards += int(idx.numel())
         sampler.observe(idx, probe, {"path": c.path})
-        weights = weights * sampler.backprop_weights(idx, probe)
-        keep = weights > 0
-        idx, weights = idx[keep], weights[keep]
-        x, y = x[keep.to(device)], y[keep.to(device)]
+        chosen = sampler.backprop_weights(idx, probe)
+        weights = chosen if weights is None else weights * chosen
+        keep = torch.nonzero(weights > 0).squeeze(1)  # found once, then one gather per tensor
+        idx, weights = idx.index_select(0, keep), weights.index_select(0, keep)
+        keep = keep if on_host else keep.to(device)
+        x, y = x.index_select(0, keep), y.index_select(0, keep)
         if idx.numel() == 0:
             return float(probe.mean()), 0
+    used = int(idx.numel())
     losses = F.cross_entropy(model(x), y, reduction="none")
-    (losses * weights.to(device)).sum().div(idx.numel()).backward()
+    mean = None
+    if weights is None:
+        mean = losses.sum().div(used)
+        mean.backward()
+    else:
+        (losses * weights.to(device)).sum().div(used).backward()
+    losses = losses.detach()
     if not sampler.two_pass:  # after the backward, which reads nothing the sampler keeps
-        sampler.observe(idx, losses.detach().to(idx.device), {"path": c.path})
-    c.backprops += int(idx.numel())
-    c.forwards += int(idx.numel())
-    return float(losses.detach().mean()), int(idx.numel())
+        sampler.observe(idx, losses if on_host else losses.to(idx.device), {"path": c.path})
+    c.backprops += used
+    c.forwards += used
+    return (losses.mean() if mean is None else mean).item(), used
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:
@@ -166,21 +187,22 @@ def flatten_into(tensors: Iterable[torch.Tensor], flat: torch.Tensor) -> None:
 class StepLength:
     """The length ``||w_{t+1} - w_t||`` of steps on a flat parameter buffer every parameter is a view
     of (see :func:`flatten_into`): :meth:`before` copies the buffer into a scratch buffer of the same
-    size, :meth:`after` subtracts in place and takes the norm. Nothing is allocated per step, and the
-    value is, bit for bit, the norm of the difference of two :func:`flat_params` copies taken before
-    and after: the same differences in a contiguous buffer of the same length, reduced the same way."""
+    size, :meth:`after` takes the distance to it. The value is, bit for bit, the norm of the
+    difference of two :func:`flat_params` copies taken before and after: ``torch.dist`` reduces the
+    same differences, in a contiguous buffer of the same length, the same way.
+
+    Neither buffer takes part in autograd (the parameters are views through ``.data``), so neither
+    method needs ``torch.no_grad``, whose switching would cost more than the copy itself."""
 
     def __init__(self, flat: torch.Tensor) -> None:
         self.flat = flat
         self.scratch = torch.empty_like(flat)
 
-    @torch.no_grad()
     def before(self) -> None:
         self.scratch.copy_(self.flat)
 
-    @torch.no_grad()
     def after(self) -> float:
-        return float(torch.linalg.vector_norm(torch.sub(self.flat, self.scratch, out=self.scratch)))
+        return float(torch.dist(self.flat, self.scratch))
 
 
 @torch.no_grad()

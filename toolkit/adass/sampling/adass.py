@@ -17,7 +17,7 @@ import torch
 
 from ..registry import Param, SpecError
 from .agreement import Agreement
-from .base import SAMPLERS, SamplerBase, Selection, shuffled
+from .base import SAMPLERS, SamplerBase, Selection, last_visits, shuffled
 
 __all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least"]
 
@@ -221,22 +221,22 @@ class AdassSampler(SamplerBase):
         return torch.sqrt(2.0 * self.L) * (sqrt_f + self.growth + self._growth_since_select())
 
     def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None:
-        # Buffered: the per-sample bookkeeping runs once per epoch, vectorised, not once per step.
+        # Buffered as given: the per-sample bookkeeping (and any move to the host) runs once per epoch,
+        # vectorised, not once per step.
         path = float(extras.get("path", self.path_now))
-        self.path_now = max(self.path_now, path)
-        self.pending.append((indices.detach().cpu(), losses.detach().float().cpu(), path))
+        if path > self.path_now:
+            self.path_now = path
+        self.pending.append((indices, losses, path))
 
     def _absorb(self) -> None:
         """Fold the buffered observations into the per-sample state."""
         if not self.pending:
             return
-        idx = torch.cat([p[0] for p in self.pending])
-        loss = torch.cat([p[1] for p in self.pending])
+        idx = torch.cat([p[0] for p in self.pending]).cpu()
+        loss = torch.cat([p[1] for p in self.pending]).detach().float().cpu()
         path = torch.cat([torch.full((p[0].numel(),), p[2], dtype=torch.float64) for p in self.pending])
         self.pending = []
-        order = torch.arange(idx.numel())
-        last = torch.full((self.n,), -1, dtype=torch.long).scatter_reduce(0, idx, order, "amax")
-        keep = last[idx] == order  # a sample seen twice (refresh, then training): its last visit counts
+        keep = last_visits(idx, self.n)  # a sample seen twice (refresh, then training): its last visit counts
         idx, loss, path = idx[keep], loss[keep], path[keep]
         self.last_loss[idx] = loss
         root = loss.clamp_min(0).sqrt()
@@ -313,7 +313,7 @@ class AdassSampler(SamplerBase):
             **super().state_dict(),
             "sqrt_f": self.sqrt_f.clone(), "path_at": self.path_at.clone(), "growth": self.growth.clone(),
             "path_now": self.path_now, "path_last_select": self.path_last_select, "slope": self.slope,
-            "slopes": [t.clone() for t in self.slopes], "pending": [(i.clone(), f.clone(), p) for i, f, p in self.pending],
+            "slopes": [t.clone() for t in self.slopes], "pending": [(i.cpu().clone(), f.detach().float().cpu().clone(), p) for i, f, p in self.pending],
             "kept": self.kept.clone(), "dropped": self.dropped.clone(), "returned": self.returned,
             "exceeded": self.exceeded,
         }  # fmt: skip

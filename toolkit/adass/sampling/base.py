@@ -12,7 +12,7 @@ from ..codecs.base import stable_seed
 from ..registry import Registry
 from .agreement import Agreement
 
-__all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "shuffled"]
+__all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "last_visits", "shuffled"]
 
 
 @dataclass
@@ -50,6 +50,9 @@ class Sampler(Protocol):
     ``select(epoch)`` once per epoch, then, for every visited batch, ``observe``
     with the per-sample losses of the forward pass. ``extras`` holds ``path`` (the cumulative length
     of the optimisation path, sum of ||w_{t+1} - w_t||, at the time of the forward) and ``epoch``.
+
+    ``observe`` may keep the tensors it is given and fold them in later (once per epoch, at
+    ``settle``, or when its state is read), so callers hand over tensors they no longer change.
 
     Policies that decide per batch after a forward pass (``two_pass = True``) also implement
     ``backprop_weights(indices, losses) -> Tensor`` giving each sample's loss weight, 0 to skip.
@@ -104,11 +107,27 @@ def shuffled(indices: torch.Tensor, seed: int, epoch: int, salt: str = "order") 
     return indices[torch.randperm(int(indices.shape[0]), generator=gen)]
 
 
+def last_visits(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """Which entries of ``indices`` (positions among ``n``) are the last visit of their sample: where
+    observations are folded in at once, a sample seen twice keeps what its later visit saw.
+
+    >>> last_visits(torch.tensor([3, 1, 3, 0]), 4).tolist()
+    [False, True, True, True]
+    """
+    order = torch.arange(indices.numel())
+    last = torch.full((n,), -1, dtype=torch.long).scatter_reduce(0, indices, order, "amax")
+    return last[indices] == order
+
+
 class SamplerBase:
     """Shared plumbing: a shard of ``n`` samples, the run seed, last-seen losses for ``bounds()``.
 
     ``uses_path``: whether ``observe`` reads ``extras["path"]``; where no policy does, a
     distributed replica skips measuring the length of each step.
+
+    ``observe`` only keeps the batch's losses; they are folded into :attr:`last_loss` at once when it
+    is read (``bounds``, ``select``, ``settle``, ``state_dict``), so a step pays for no per-sample
+    write, and ``last_loss`` holds, whenever it is read, what writing every batch in turn would.
     """
 
     two_pass = False
@@ -122,8 +141,27 @@ class SamplerBase:
         self.epochs = int(epochs)
         self.last_loss = torch.full((self.n,), float("nan"))
 
+    @property
+    def last_loss(self) -> torch.Tensor:
+        """``(n,)`` float32: each sample's loss at its last visit (NaN before its first)."""
+        if self._seen:
+            self._fold_seen()
+        return self._last_loss
+
+    @last_loss.setter
+    def last_loss(self, value: torch.Tensor) -> None:
+        self._last_loss, self._seen = value, []
+
+    def _fold_seen(self) -> None:
+        """Write the kept batches' losses into ``last_loss``, the last visit of a sample winning."""
+        idx = torch.cat([i for i, _ in self._seen])
+        losses = torch.cat([f for _, f in self._seen]).float().cpu()
+        self._seen = []
+        latest = last_visits(idx, self.n)
+        self._last_loss[idx[latest]] = losses[latest]
+
     def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None:
-        self.last_loss[indices] = losses.detach().float().cpu()
+        self._seen.append((indices, losses.detach()))
 
     def bounds(self) -> torch.Tensor:
         return self.last_loss.clone()
@@ -137,8 +175,9 @@ class SamplerBase:
         return None
 
     def settle(self) -> None:
-        """Nothing buffered."""
-        return None
+        """Fold the epoch's observed losses into ``last_loss``."""
+        if self._seen:
+            self._fold_seen()
 
     def everything(self, epoch: int) -> Selection:
         order = shuffled(torch.arange(self.n), self.seed, epoch)
