@@ -24,8 +24,9 @@ def own_cluster():
     handle.close()
 
 
-def _kill_rank_after_first_epoch(handle, rank: int):
-    """A progress callback that kills rank ``rank``'s worker process while the second epoch runs."""
+def _kill_rank_after_first_epoch(handle, rank: int, delay_s: float = 0.05):
+    """A progress callback that kills rank ``rank``'s worker process ``delay_s`` after the first epoch's
+    end, while the second epoch runs."""
     pids = handle.client.run(os.getpid)
     address = handle.workers()[rank]
     killed: dict[str, float] = {}
@@ -33,7 +34,7 @@ def _kill_rank_after_first_epoch(handle, rank: int):
     def progress(record) -> None:
         if record.epoch == 0 and not killed:
             killed["at"] = time.time()
-            threading.Timer(0.05, os.kill, (pids[address], signal.SIGKILL)).start()
+            threading.Timer(delay_s, os.kill, (pids[address], signal.SIGKILL)).start()
 
     return progress, address, killed
 
@@ -72,15 +73,7 @@ def test_a_worker_killed_mid_epoch_costs_at_most_the_steps_since_the_last_commit
     The replacement takes the model from a survivor's commit and the epoch goes on from there."""
     config = RunConfig.from_flat(**BASE, timeout_s=120, commit_steps=4, straggler="0:0.04")
     straight = train_distributed(config, handle=own_cluster, checkpoint_dir=tmp_path / "straight")
-    pids = own_cluster.client.run(os.getpid)
-    victim = pids[own_cluster.workers()[1]]
-    killed: dict[str, float] = {}
-
-    def kill_mid_epoch(record) -> None:
-        if record.epoch == 0 and not killed:
-            killed["at"] = time.time()
-            threading.Timer(0.45, os.kill, (victim, signal.SIGKILL)).start()
-
+    kill_mid_epoch, _, _ = _kill_rank_after_first_epoch(own_cluster, rank=1, delay_s=0.45)
     result = train_distributed(config, handle=own_cluster, progress=kill_mid_epoch,
                                checkpoint_dir=tmp_path / "killed")  # fmt: skip
     (fault,) = result.faults
@@ -107,15 +100,7 @@ def test_a_server_shard_killed_mid_epoch_goes_on_from_its_commit_and_ends_where_
                                  timeout_s=120, commit_steps=4, straggler="0:0.04")  # fmt: skip
     with connect(n_workers=3) as handle:
         straight = train_distributed(config, handle=handle, checkpoint_dir=tmp_path / "straight")
-        pids = handle.client.run(os.getpid)
-        victim = pids[handle.workers()[2]]  # rank 2: the server
-        killed: dict[str, float] = {}
-
-        def kill_mid_epoch(record) -> None:
-            if record.epoch == 0 and not killed:
-                killed["at"] = time.time()
-                threading.Timer(0.6, os.kill, (victim, signal.SIGKILL)).start()
-
+        kill_mid_epoch, _, _ = _kill_rank_after_first_epoch(handle, rank=2, delay_s=0.6)  # the server
         result = train_distributed(config, handle=handle, progress=kill_mid_epoch,
                                    checkpoint_dir=tmp_path / "killed")  # fmt: skip
     (fault,) = result.faults
