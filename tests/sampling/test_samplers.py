@@ -77,6 +77,33 @@ def test_kept_fraction_never_falls_below_min_keep():
         feed(s, sel.indices, torch.rand(len(sel), generator=gen) * 0.01, path)
 
 
+def test_resample_trains_a_random_share_of_the_budget_weighted_up_and_keeps_the_rest_as_without_it():
+    """``resample=0.5``: the samples the budget drops without it are the candidates; about half of
+    them come back each epoch with loss weight 2 (the expected gradient is the full one), every other
+    kept sample keeps weight 1, and the draw changes from epoch to epoch."""
+    losses = torch.rand(400, generator=torch.Generator().manual_seed(3))
+    plain, resampled = (
+        adass("adass:eps=0.5,warmup=0,final=0", n=400),
+        adass("adass:eps=0.5,warmup=0,final=0,resample=0.5", n=400),
+    )
+    for s in (plain, resampled):
+        feed(s, torch.arange(400), losses, 1.0)
+    without = set(plain.select(0).indices.tolist())
+    drawn = []
+    for epoch in range(2):
+        sel = resampled.select(epoch)
+        weight = dict(zip(sel.indices.tolist(), sel.weights.tolist(), strict=True))
+        assert without <= set(weight)  # the budget's own choice stays kept, at weight 1
+        assert all(weight[i] == 1.0 for i in without)
+        extra = set(weight) - without
+        assert all(weight[i] == 2.0 for i in extra)
+        candidates = 400 - len(without)
+        assert 0.3 * candidates < len(extra) < 0.7 * candidates
+        drawn.append(extra)
+        feed(resampled, torch.arange(400), losses, 1.0)
+    assert drawn[0] != drawn[1]
+
+
 def test_warmup_and_final_epochs_use_full_data():
     s = build_sampler("adass:eps=0.5,warmup=2,final=1", n=80, seed=0, epochs=6)
     feed(s, torch.arange(80), torch.rand(80) ** 4, 0.5)

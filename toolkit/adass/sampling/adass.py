@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..codecs.base import stable_seed
 from ..registry import Param, SpecError
 from .agreement import Agreement
 from .base import SAMPLERS, SamplerBase, Selection, last_visits, shuffled
@@ -125,6 +126,13 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     refresh=Param(
         0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000
     ),
+    resample=Param(
+        0.0,
+        "share of the samples within the budget trained on anyway, drawn at random each epoch with loss "
+        "weight 1/share, so the expected gradient is the full one (0: all dropped)",
+        low=0.0,
+        high=0.99,
+    ),
 )
 class AdassSampler(SamplerBase):
     """State per sample: sqrt-loss at the last visit, path length then, accumulated bound growth.
@@ -151,6 +159,7 @@ class AdassSampler(SamplerBase):
         quantile: float,
         decay: float,
         refresh: int,
+        resample: float = 0.0,
         *,
         n: int,
         seed: int = 0,
@@ -161,7 +170,7 @@ class AdassSampler(SamplerBase):
     ) -> None:
         super().__init__(n, seed, epochs)
         self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
-        self.quantile, self.decay, self.refresh = quantile, decay, refresh
+        self.quantile, self.decay, self.refresh, self.resample = quantile, decay, refresh, resample
         if lipschitz == "auto":
             lipschitz = AUTO_LIPSCHITZ["linear" if linear else "deep"]
         if lipschitz in ("exact", "feature") and not linear:
@@ -300,11 +309,17 @@ class AdassSampler(SamplerBase):
             return self.everything(epoch)
         bounds = self.bounds()
         drop = self.dropper(bounds, self.eps, self.min_keep)
+        threshold = float(bounds[~drop].min()) if bool((~drop).any()) else float("nan")
+        weights = torch.ones(self.n)
+        if self.resample > 0:  # a random share of the budget's samples trained on, weighted up
+            gen = torch.Generator().manual_seed(stable_seed(self.seed, "adass-resample", epoch))
+            drawn = drop & (torch.rand(self.n, generator=gen) < self.resample)
+            drop &= ~drawn
+            weights[drawn] = 1.0 / self.resample
         self.kept = ~drop
         self.dropped |= drop
-        kept = torch.nonzero(self.kept).flatten()
-        threshold = float(bounds[kept].min()) if kept.numel() else float("nan")
-        return Selection(shuffled(kept, self.seed, epoch), torch.ones(kept.numel()), None, threshold)
+        order = shuffled(torch.nonzero(self.kept).flatten(), self.seed, epoch)
+        return Selection(order, weights[order], None, threshold)
 
     def state_dict(self) -> dict[str, Any]:
         # the state as it is, buffers included: folding them in here would cut the slope estimate's
