@@ -29,7 +29,7 @@ from .joins import EpochRest, RestPart, rest_commits, split_rest
 from .live import LiveBatches, RunStore
 from .loop import Engine, StepHook
 from .records import epoch_eval, new_totals, write_epoch
-from .replica import ReplicaState, replica_seed
+from .replica import ReplicaState, replica_seed, sampler_layout
 from .result import RunResult, Stop, stop_signal
 from .server import ShardOptimizer, own_shard
 from .step import (
@@ -103,6 +103,7 @@ __all__ = [
     "reshard_checkpoint",
     "set_lr",
     "rest_commits",
+    "sampler_layout",
     "split_rest",
     "spread_evenly",
     "stop_signal",

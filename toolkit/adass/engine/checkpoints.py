@@ -28,7 +28,7 @@ from ..config import RunConfig
 from ..data import Dataset, shard_indices
 from ..locations import Location, is_url
 from ..registry import SpecError
-from .replica import ReplicaState
+from .replica import sampler_layout
 from .reshard import reshard_states
 
 __all__ = [
@@ -242,7 +242,7 @@ def reshard_checkpoint(checkpoint: Checkpoint, config: RunConfig, dataset: Datas
     new = shard_indices(dataset.y_train, new_world, spec, seed=seed)
     source = Location.of(checkpoint.folder)
     states = [read_state(source / f"rank{r}.pt") for r in range(old_world)]
-    layout = ReplicaState.shard(config, dataset, 0, new_world).sampler.state_layout
+    layout = sampler_layout(config)
     folder = source.parent / f"{source.name}-of-{new_world}"
     folder.remove(recursive=True)
     folder.make_dirs()

@@ -8,6 +8,7 @@ samples and the sampler's scores stay on the host, and every batch travels to th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -19,15 +20,21 @@ from ..data import Dataset, FileRows, Shard, shard_indices
 from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
-from ..sampling import build_sampler
+from ..sampling import SAMPLERS, build_sampler
 from .step import Counters, StepLength, flatten_into, make_optimizer
 
-__all__ = ["ReplicaState", "replica_seed"]
+__all__ = ["ReplicaState", "replica_seed", "sampler_layout"]
 
 
 def replica_seed(seed: int, rank: int) -> int:
     """The seed of replica ``rank``'s sampler (visiting order, random draws)."""
     return stable_seed(seed, "replica", rank) % (2**31)
+
+
+def sampler_layout(config: RunConfig) -> Mapping[str, str]:
+    """The ``state_layout`` of ``config``'s sampler (see :mod:`adass.engine.reshard`), read from its
+    class: nothing is built."""
+    return SAMPLERS.resolve(config.sampler.sampler)[0].factory.state_layout
 
 
 def squared_norms(x: torch.Tensor | FileRows, chunk_bytes: int = 4 << 20) -> torch.Tensor:

@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...config import RunConfig, flag_for
 from ...failures import one_line
 from ...metrics import StepRecord
 from ...runtime.cluster.worker_processes import dask_processes
@@ -44,14 +45,16 @@ WORKERS = 4
 _HUNG_DETECT_S = 10.0
 
 
-def _options(quick: bool, seed: int) -> dict[str, Any]:
+def run_options(quick: bool, seed: int) -> dict[str, Any]:
+    """The suite's run (the network lab's too, :mod:`.faults_lab`), as ``train`` options."""
     n, epochs = (1200, 4) if quick else (4000, 6)
     return {"data": f"synthetic:n={n},d=10,classes=4,test=1000", "model": "mlp:hidden=32", "batch_size": 32,
             "lr": 0.1, "schedule": "constant", "workers": WORKERS, "epochs": epochs, "seed": seed}  # fmt: skip
 
 
-def _flags(options: dict[str, Any]) -> list[str]:
-    return [text for k, v in options.items() for text in (f"--{k.replace('_', '-')}", str(v))] + ["--quiet"]
+def train_flags(options: dict[str, Any]) -> list[str]:
+    """``options`` as the flags of a quiet ``adass train`` command."""
+    return [text for k, v in options.items() for text in (flag_for(k), str(v))] + ["--quiet"]
 
 
 def _train(args: list[str]) -> subprocess.Popen:
@@ -59,7 +62,7 @@ def _train(args: list[str]) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
 
 
-def _pointer(run: Path) -> tuple[int, float]:
+def published(run: Path) -> tuple[int, float]:
     """The last published epoch (-1: none) and when it was published."""
     path = run / "checkpoints" / "latest.json"
     try:
@@ -68,7 +71,7 @@ def _pointer(run: Path) -> tuple[int, float]:
         return -1, float("nan")
 
 
-def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: float = 600) -> bool:
+def wait_for(condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: float = 600) -> bool:
     deadline = time.time() + timeout_s
     while not condition():
         if proc.poll() is not None or time.time() > deadline:
@@ -77,14 +80,16 @@ def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: 
     return True
 
 
-def _final_acc(run: Path) -> float:
+def last_accuracy(run: Path) -> float:
+    """The test accuracy of the run's last evaluated epoch (NaN where there is none)."""
     try:
         return float(pd.read_parquet(run / "eval.parquet")["test_acc"].iloc[-1])
     except (OSError, IndexError, ValueError):
         return float("nan")
 
 
-def _row(fault: str, seed: int, point: str, **values: Any) -> dict[str, Any]:
+def fault_row(fault: str, seed: int, point: str, **values: Any) -> dict[str, Any]:
+    """One row of ``faults.csv`` (of ``faults_lab.csv`` too): ``values`` over NaN and an empty outcome."""
     nan = float("nan")
     base = {"fault": fault, "seed": seed, "point": point, "steps_redone": nan, "seconds_lost": nan,
             "final_acc": nan, "uninterrupted_acc": nan, "detection_s": nan, "outcome": ""}  # fmt: skip
@@ -94,7 +99,6 @@ def _row(fault: str, seed: int, point: str, **values: Any) -> dict[str, Any]:
 def _distributed(handle: Any, out: Path, options: dict[str, Any], progress: Callable[[Any], None]) -> Any:
     """One run on the cluster ``handle``: its checkpoints and faults.json under ``out``, its records in
     the result (what the rows read)."""
-    from ...config import RunConfig
     from ...runtime.cluster import train_distributed
 
     return train_distributed(
@@ -137,7 +141,7 @@ def _kill_worker(handle: Any, out: Path, options: dict[str, Any], delay_s: float
     commits = options["commit_steps"]
     point = f"mid-epoch, --commit-steps {commits}"
     name = name or ("worker_killed" if sig == signal.SIGKILL else "worker_hung")
-    return _row(name, options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
+    return fault_row(name, options["seed"], point, steps_redone=fault.get("steps_redone", float("nan")),
                 seconds_lost=wall_s - baseline_s, final_acc=result.final.test_acc,
                 uninterrupted_acc=baseline.final.test_acc,
                 detection_s=fault.get("at_unix_s", float("nan")) - killed.get("at", float("nan")),
@@ -161,7 +165,7 @@ def _kill_server(out: Path, options: dict[str, Any], commits: int, delay_s: floa
     with connect(n_workers=WORKERS) as handle:
         _distributed(handle, out / f"warm-up-ps-seed{seed}", {**ps, "epochs": 2}, lambda record: None)
         straight = _uninterrupted(handle, out / f"uninterrupted-ps-seed{seed}", ps)
-        return [_row("none", seed, "uninterrupted, ps:update=server", steps_redone=0, seconds_lost=0.0,
+        return [fault_row("none", seed, "uninterrupted, ps:update=server", steps_redone=0, seconds_lost=0.0,
                      final_acc=straight[0].final.test_acc, uninterrupted_acc=straight[0].final.test_acc,
                      outcome=f"{straight[1]:.1f} s on the open cluster"),
                 _kill_worker(handle, out / f"server-killed-seed{seed}", ps, delay_s, straight,
@@ -191,7 +195,7 @@ def _guarded(fault: str, seed: int, measure: Callable[..., dict[str, Any]], *arg
     try:
         return measure(*args)
     except Exception as err:  # noqa: BLE001 - any failure of the measured run is its outcome
-        return _row(fault, seed, "", outcome=f"failed: {one_line(err)}")
+        return fault_row(fault, seed, "", outcome=f"failed: {one_line(err)}")
 
 
 def _worker_joins(out: Path, options: dict[str, Any], straight: tuple) -> dict[str, Any]:
@@ -222,14 +226,14 @@ def _worker_joins(out: Path, options: dict[str, Any], straight: tuple) -> dict[s
     point = f"started after epoch 0, {WORKERS - 1} -> {WORKERS} workers"
     joined = next((f for f in result.faults if f.get("joined")), None)
     if joined is None:
-        return _row("worker_joins", options["seed"], point, final_acc=result.final.test_acc,
+        return fault_row("worker_joins", options["seed"], point, final_acc=result.final.test_acc,
                     uninterrupted_acc=straight[0].final.test_acc,
                     outcome="not taken in: the run ended before the worker was up")  # fmt: skip
     steps = result.sink.frame(StepRecord)
     new_rank = steps[steps["rank"] == WORKERS - 1]
     where = (f"at step {joined['joined_at_step']} (a commit point)" if "joined_at_step" in joined
              else f"as epoch {joined['resumed_from_epoch'] + 1} began")  # fmt: skip
-    return _row("worker_joins", options["seed"], point, steps_redone=joined.get("steps_redone", 0),
+    return fault_row("worker_joins", options["seed"], point, steps_redone=joined.get("steps_redone", 0),
                 final_acc=result.final.test_acc, uninterrupted_acc=straight[0].final.test_acc,
                 detection_s=joined["at_unix_s"] - began.get("ready", float("nan")),
                 outcome=f"taken in {where}; rank {WORKERS - 1}'s first step: {int(new_rank['step'].min())} "
@@ -243,21 +247,21 @@ def _kill_client(out: Path, args: list[str], point: str, when: Callable[[Path], 
     run_dir = out / f"client-{point.replace(' ', '-')}-seed{seed}"
     start = time.time()
     proc = _train([*args, "--out", str(run_dir)])
-    reached = _wait_for(lambda: when(run_dir), proc)
+    reached = wait_for(lambda: when(run_dir), proc)
     killed_at = time.time()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     baseline = straight[0].final.test_acc
     if not reached:
-        return _row("client_killed", seed, point, outcome="the run ended before the kill point")
-    checkpoint_epoch, published_at = _pointer(run_dir)
+        return fault_row("client_killed", seed, point, outcome="the run ended before the kill point")
+    checkpoint_epoch, published_at = published(run_dir)
     epochs = args[args.index("--epochs") + 1]
     resume = _train(["--resume", str(run_dir), "--epochs", epochs, "--quiet"])
     _, err = resume.communicate()
     outcome = f"resumed from epoch {checkpoint_epoch}" if resume.returncode == 0 else err.strip()[-200:]
     outcome += f"; {killed_at - published_at:.2f} s of work since that checkpoint"
-    return _row("client_killed", seed, point, seconds_lost=time.time() - start - straight[1],
-                final_acc=_final_acc(run_dir), uninterrupted_acc=baseline, outcome=outcome)  # fmt: skip
+    return fault_row("client_killed", seed, point, seconds_lost=time.time() - start - straight[1],
+                final_acc=last_accuracy(run_dir), uninterrupted_acc=baseline, outcome=outcome)  # fmt: skip
 
 
 def _kill_scheduler(out: Path, args: list[str], epoch: int, seed: int) -> dict[str, Any]:
@@ -266,8 +270,8 @@ def _kill_scheduler(out: Path, args: list[str], epoch: int, seed: int) -> dict[s
     with dask_processes(folder, workers=WORKERS) as lab:
         run_dir = folder / "run"
         proc = _train([*args, "--scheduler", lab.address, "--out", str(run_dir)])
-        if not _wait_for(lambda: _pointer(run_dir)[0] >= epoch, proc):
-            return _row(
+        if not wait_for(lambda: published(run_dir)[0] >= epoch, proc):
+            return fault_row(
                 "scheduler_killed",
                 seed,
                 f"after epoch {epoch}",
@@ -277,13 +281,13 @@ def _kill_scheduler(out: Path, args: list[str], epoch: int, seed: int) -> dict[s
         os.killpg(lab.scheduler.pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=900)
         lines = err.strip().splitlines()
-        return _row("scheduler_killed", seed, f"after epoch {epoch}", detection_s=time.time() - killed_at,
+        return fault_row("scheduler_killed", seed, f"after epoch {epoch}", detection_s=time.time() - killed_at,
                     outcome=f"exit {proc.returncode}: {lines[-1][:160] if lines else ''}")  # fmt: skip
 
 
-def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: str = "") -> pd.DataFrame:
-    """Run the suite, print its tables, write ``faults.md`` and ``faults.csv``; with ``netlab`` (one link
-    rate), a worker killed and replaced across a network lab instead (:mod:`.faults_lab`).
+def run(out_dir: Path, quick: bool = False, seeds: int | None = None) -> pd.DataFrame:
+    """Run the suite, print its tables, write ``faults.md`` and ``faults.csv`` (``--netlab`` runs
+    :mod:`.faults_lab` instead).
 
     Parameters
     ----------
@@ -293,16 +297,8 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: st
         A small run (4 epochs of 1,200 samples, one seed: a few minutes), for smoke tests.
     seeds : int, optional
         Seeds of every fault (default 3; 1 with ``quick``).
-    netlab : str, optional
-        The network lab's link rate.
     """
-    from ...config import RunConfig
     from ...runtime.cluster import connect
-
-    if netlab:
-        from .faults_lab import run_lab
-
-        return run_lab(out_dir, netlab, quick=quick, seeds=seeds)
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -310,7 +306,7 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: st
     commits = 0
     rows = []
     for seed in range(seeds):
-        options = _options(quick, seed)
+        options = run_options(quick, seed)
         commits = RunConfig.from_flat(**options).cluster.commit_steps
         with connect(n_workers=WORKERS) as handle:  # its own cluster: a killed worker's nanny replaces it
             # a first run warms the workers (imports, first allocations), so the timed runs compare
@@ -330,22 +326,22 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: st
         try:
             servers = _kill_server(out_dir, options, commits, delay)
         except Exception as err:  # noqa: BLE001 - the measured run's failure is its outcome
-            servers = [_row("server_killed", seed, "", outcome=f"failed: {one_line(err)}")]
-        args = _flags(options)
+            servers = [fault_row("server_killed", seed, "", outcome=f"failed: {one_line(err)}")]
+        args = train_flags(options)
         # the client's faults are commands of their own (each starts its cluster): so is their baseline
         start = time.time()
         command = _train([*args, "--out", str(out_dir / f"uninterrupted-command-seed{seed}")])
         command.communicate()
         command_s = time.time() - start
-        rows.append(_row("none", seed, "uninterrupted", steps_redone=0, seconds_lost=0.0,
+        rows.append(fault_row("none", seed, "uninterrupted", steps_redone=0, seconds_lost=0.0,
                          final_acc=result.final.test_acc, uninterrupted_acc=result.final.test_acc,
                          outcome=f"{straight_s:.1f} s on the open cluster; {command_s:.1f} s as a command"))  # fmt: skip
         rows += killed + servers
         rows.append(_guarded("worker_joins", seed, _worker_joins, out_dir, options, (result, straight_s)))
-        client_points = {"during epoch 3": lambda run: _pointer(run)[0] >= 2}
+        client_points = {"during epoch 3": lambda run: published(run)[0] >= 2}
         if seed == 0:
             client_points = {"in checkpoint window 1": lambda run: (run / "checkpoints" / "epoch-000001").exists(),
-                             "after checkpoint 1": lambda run: _pointer(run)[0] >= 1, **client_points}  # fmt: skip
+                             "after checkpoint 1": lambda run: published(run)[0] >= 1, **client_points}  # fmt: skip
         baseline = (result, command_s)
         rows += [_guarded("client_killed", seed, _kill_client, out_dir, args, point, when, seed, baseline)
                  for point, when in client_points.items()]  # fmt: skip

@@ -24,11 +24,14 @@ from typing import Any
 
 import pandas as pd
 
+from ...config import RunConfig
+from ...failures import one_line
 from ...netlab import LabState, lab_down, lab_up, signal_process, start_cluster, start_worker
 from ...tables import markdown_table
 from . import write_report
+from .faults import fault_row, last_accuracy, published, run_options, train_flags, wait_for
 
-__all__ = ["run_lab"]
+__all__ = ["run"]
 
 SUITE = "faults_lab"
 HOSTS = 4
@@ -37,27 +40,15 @@ STRAGGLE_S = 0.03
 
 
 def _options(quick: bool, seed: int, commits: int) -> list[str]:
-    n, epochs = (1200, 4) if quick else (4000, 6)
-    options = {"data": f"synthetic:n={n},d=10,classes=4,test=1000", "model": "mlp:hidden=32", "batch-size": 32,
-               "lr": 0.1, "schedule": "constant", "workers": HOSTS, "epochs": epochs, "seed": seed,
-               "commit-steps": commits, "restarts": 1, "timeout-s": 120, "straggler": f"0:{STRAGGLE_S}"}  # fmt: skip
-    return [text for k, v in options.items() for text in (f"--{k}", str(v))] + ["--quiet"]
+    """The embedded suite's run on the lab's hosts, with a restart allowed and rank 0 slowed."""
+    changes = {"workers": HOSTS, "commit_steps": commits, "restarts": 1, "timeout_s": 120,
+               "straggler": f"0:{STRAGGLE_S}"}  # fmt: skip
+    return train_flags({**run_options(quick, seed), **changes})
 
 
 def _client(state: LabState, address: str, options: list[str], out: Path) -> list[str]:
     return ["ip", "netns", "exec", state.hosts[0].netns, sys.executable, "-m", "adass.cli", "train", *options,
             "--scheduler", address, "--out", str(out)]  # fmt: skip
-
-
-def _evals(run: Path) -> pd.DataFrame:
-    return pd.read_parquet(run / "eval.parquet")
-
-
-def _first_checkpoint(run: Path) -> bool:
-    try:
-        return json.loads((run / "checkpoints" / "latest.json").read_text())["epoch"] >= 0
-    except (OSError, ValueError, KeyError):
-        return False
 
 
 def _killed(state: LabState, address: str, options: list[str], run: Path, after_s: float, name: str) -> float:
@@ -68,10 +59,9 @@ def _killed(state: LabState, address: str, options: list[str], run: Path, after_
         proc = subprocess.Popen(_client(state, address, options, run), stdout=log, stderr=log,
                                 start_new_session=True)  # fmt: skip
         try:
-            while not _first_checkpoint(run) and proc.poll() is None and time.time() - start < 600:
-                time.sleep(0.005)
+            reached = wait_for(lambda: published(run)[0] >= 0, proc)
             time.sleep(after_s)
-            if proc.poll() is not None:
+            if not reached or proc.poll() is not None:
                 raise RuntimeError("the run ended before the kill point")
             victim = next(
                 p for p in reversed(state.processes) if p.role == "worker" and p.host == VICTIM_HOST
@@ -96,49 +86,46 @@ def _seed_rows(state: LabState, address: str, out: Path, seed: int, quick: bool,
                           timeout=900)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"the lab's uninterrupted run failed: {done.stderr.strip()[-300:]}")
-    straight_s, straight = time.time() - start, _evals(straight_run)
-    train_s = straight["train_s"].tolist()
+    straight_s = time.time() - start
+    train_s = pd.read_parquet(straight_run / "eval.parquet")["train_s"].tolist()
     after_s = 0.5 * (train_s[1] - train_s[0])  # half of epoch 1
     run = out / f"lab-worker-killed-seed{seed}"
-    row = {"fault": "worker_killed", "seed": seed, "point": f"mid-epoch, network lab at {rate}, replaced on its host",
-           "uninterrupted_acc": float(straight["test_acc"].iloc[-1])}  # fmt: skip
+    point = f"mid-epoch, network lab at {rate}, replaced on its host"
+    uninterrupted = last_accuracy(straight_run)
     try:
         wall_s = _killed(state, address, options, run, after_s, f"replacement-{secrets.token_hex(3)}")
     except Exception as err:  # noqa: BLE001 - the faulted run's failure is its row
-        return [
-            {**row, "outcome": f"failed: {str(err).splitlines()[-1] if str(err) else type(err).__name__}"}
-        ]
+        return [fault_row("worker_killed", seed, point, uninterrupted_acc=uninterrupted,
+                          outcome=f"failed: {one_line(err)}")]  # fmt: skip
     (fault,) = json.loads((run / "faults.json").read_text())
-    return [{**row, "steps_redone": fault.get("steps_redone", float("nan")), "seconds_lost": wall_s - straight_s,
-             "final_acc": float(_evals(run)["test_acc"].iloc[-1]),
-             "outcome": f"killed {after_s:.2f} s after checkpoint 0; went on from its {fault.get('recovered_from')} at "
-             f"step {fault.get('resumed_at_step')} (lost at {fault.get('lost_at_step')}) on "
-             f"{fault.get('workers_after')} workers"}]  # fmt: skip
+    return [fault_row("worker_killed", seed, point, steps_redone=fault.get("steps_redone", float("nan")),
+                      seconds_lost=wall_s - straight_s, final_acc=last_accuracy(run), uninterrupted_acc=uninterrupted,
+                      outcome=f"killed {after_s:.2f} s after checkpoint 0; went on from its "
+                      f"{fault.get('recovered_from')} at step {fault.get('resumed_at_step')} (lost at "
+                      f"{fault.get('lost_at_step')}) on {fault.get('workers_after')} workers")]  # fmt: skip
 
 
-def run_lab(out_dir: Path, rate: str, quick: bool = False, seeds: int | None = None) -> pd.DataFrame:
+def run(out_dir: Path, quick: bool = False, seeds: int | None = None, netlab: str = "1gbit") -> pd.DataFrame:
     """Run the lab's rows, print them, write ``faults_lab.md`` and ``faults_lab.csv``.
 
     Parameters
     ----------
     out_dir : Path
         Folder for the report and the runs' folders.
-    rate : str
-        The lab's link rate (``1gbit``, ``100mbit``, ...).
     quick : bool
         4 epochs of 1,200 samples and one seed.
     seeds : int, optional
         Seeds (default 3; 1 with ``quick``).
+    netlab : str
+        The lab's link rate (``1gbit``, ``100mbit``, ...).
     """
-    from ...config import RunConfig
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = seeds or (1 if quick else 3)
     commits = RunConfig.from_flat().cluster.commit_steps
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="adass-bench-faults-lab-") as tmp:
-        state = lab_up(HOSTS, rate, f"faults{secrets.token_hex(3)}", Path(tmp))
+        state = lab_up(HOSTS, netlab, f"faults{secrets.token_hex(3)}", Path(tmp))
         try:
             address = start_cluster(state, workers=HOSTS, timeout_s=180)
             # a first run warms the workers (imports, first allocations), so the timed runs compare
@@ -147,13 +134,13 @@ def run_lab(out_dir: Path, rate: str, quick: bool = False, seeds: int | None = N
                 _client(state, address, warm, out_dir / "lab-warm-up"), capture_output=True, timeout=900
             )
             for seed in range(seeds):
-                rows += _seed_rows(state, address, out_dir, seed, quick, commits, rate)
+                rows += _seed_rows(state, address, out_dir, seed, quick, commits, netlab)
         finally:
             lab_down(state)
     table = pd.DataFrame(rows)
-    table["acc_vs_uninterrupted"] = table.get("final_acc", float("nan")) - table["uninterrupted_acc"]
+    table["acc_vs_uninterrupted"] = table["final_acc"] - table["uninterrupted_acc"]
     lines = ["# Faults across a network lab: a worker killed mid-epoch and replaced", "",
-             f"{HOSTS} lab hosts at {rate}, one Dask worker each; {len(table)} seed(s); --commit-steps {commits} "
+             f"{HOSTS} lab hosts at {netlab}, one Dask worker each; {seeds} seed(s); --commit-steps {commits} "
              f"(the default); rank 0 sleeps {STRAGGLE_S * 1000:.0f} ms a step.", "", markdown_table(table)]  # fmt: skip
     write_report(out_dir, SUITE, lines, {SUITE: table})
     return table

@@ -298,7 +298,9 @@ class Replica(_Member):
             if resume is not None:
                 at = self.engine.recover(*resume)
                 live.seen = at.at
-            self.engine.pause = None if pause is None else pause_check(pause) if self.rank == 0 else _never
+            self.engine.pause = None  # no pause point unless workers may join
+            if pause is not None:  # replica 0 asks the scheduler; the others agree with it
+                self.engine.pause = pause_check(pause) if self.rank == 0 else _never
             report = self.engine.run_epoch(self.plan, live, None, False, at)
             if self.engine.paused_at:
                 return {"rank": self.rank, "paused_at": self.engine.paused_at}
@@ -329,17 +331,19 @@ class Replica(_Member):
         return self.engine.commits.get(epoch, at)
 
     # -- copies of server shards' commits, kept for a server that is lost -------------------------
-    async def keep_server_commit(self, shard: int, commit: Commit) -> None:
+    async def keep_shard_commit(self, shard: int, commit: Commit) -> None:
         """Keep server shard ``shard``'s ``commit`` (its last two), sent by the server as it commits."""
         self.server_commits.setdefault(shard, Commits()).add(commit)
 
-    async def server_commits_held(self, shard: int) -> list[tuple[int, int]]:
-        """The points of shard ``shard``'s commits kept here, as ``(epoch, at)``."""
-        return self.server_commits.get(shard, Commits()).held()
+    async def shard_commits_held(self, shard: int) -> list[tuple[int, int]]:
+        """The points of shard ``shard``'s commits kept here, as ``(epoch, at)`` (as its server says)."""
+        kept = self.server_commits.get(shard)
+        return kept.held() if kept is not None else []
 
-    async def server_commit(self, shard: int, epoch: int, at: int) -> Commit | None:
+    async def shard_commit(self, shard: int, epoch: int, at: int) -> Commit | None:
         """Shard ``shard``'s commit after ``at`` steps of ``epoch``, if kept here."""
-        return self.server_commits.get(shard, Commits()).get(epoch, at)
+        kept = self.server_commits.get(shard)
+        return kept.get(epoch, at) if kept is not None else None
 
     async def evaluate(self) -> tuple[float, float]:
         return await asyncio.to_thread(self.engine.evaluate)
@@ -378,11 +382,12 @@ class Server(_Member):
         if self.replicas > 1 and self.exchange.lockstep and self.config.cluster.commit_steps > 0:
             self.commits, self.mirror = Commits(self.config.cluster.commit_steps), replica
 
-    async def held_commits(self) -> list[tuple[int, int]]:
+    # the same two questions the replica holding the copies answers (``shard`` is this server's)
+    async def shard_commits_held(self, shard: int) -> list[tuple[int, int]]:
         """The points of this shard's own commits, as ``(epoch, at)``."""
         return self.commits.held() if self.commits is not None else []
 
-    async def commit(self, epoch: int, at: int) -> Commit | None:
+    async def shard_commit(self, shard: int, epoch: int, at: int) -> Commit | None:
         """This shard's commit after ``at`` steps of ``epoch``, if it holds it."""
         return self.commits.get(epoch, at) if self.commits is not None else None
 
@@ -390,7 +395,7 @@ class Server(_Member):
         state = {"exchange": host_copy(self.exchange.state_dict()), "step": self.exchange.step}
         commit = Commit(epoch, state, EpochResume(done))
         self.commits.add(commit)
-        self.mirror.keep_server_commit(self.shard, commit).result(timeout=self.config.cluster.timeout_s)
+        self.mirror.keep_shard_commit(self.shard, commit).result(timeout=self.config.cluster.timeout_s)
 
     @property
     def shard(self) -> int:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from distributed import Event
 
 from ...config import RunConfig
 from ...data import Dataset
 from ...data.sharding import shard_indices
-from ...engine import Commit, EpochRest, ReplicaState, Stop, rest_commits, stop_signal
+from ...engine import Commit, EpochRest, RestPart, Stop, rest_commits, sampler_layout, stop_signal
 from ...locations import Location
 from ...registry import SpecError
 from ..replica_count import check_replica_count
@@ -50,8 +49,13 @@ class JoinResume:
     epoch: int
     steps: int
     at: int
-    parts: list[tuple[Commit, Any]] = field(default_factory=list)
-    servers: dict[int, Commit] = field(default_factory=dict)
+    parts: list[tuple[Commit, RestPart]] = field(default_factory=list)
+    servers: dict[int, Commit] = field(default_factory=dict)  # none: a run with servers joins between epochs
+
+    @property
+    def step(self) -> int:
+        """The global step count at the pause."""
+        return self.parts[0][0].step
 
     def for_rank(self, rank: int) -> tuple[Commit, bool]:
         """Rank ``rank``'s commit, which holds all of its state (True: load all of it)."""
@@ -138,8 +142,7 @@ class Joins:
         shards = shard_indices(
             self.dataset.y_train, joined.replicas, config.data.shard, seed=config.optim.seed
         )
-        layout = ReplicaState.shard(config, self.dataset, 0, joined.replicas).sampler.state_layout
-        parts = rest_commits(commits, rests, shards, layout, self.dataset.n_train, joined.steps,
+        parts = rest_commits(commits, rests, shards, sampler_layout(config), self.dataset.n_train, joined.steps,
                              config.optim.batch_size)  # fmt: skip
         return JoinResume(joined.epoch, joined.steps, joined.at, parts)
 

@@ -218,7 +218,7 @@ class DaskBackend:
         whole = self.call(members, "setup", store, secret, self.timeout_s, tuple(self.dataset.shape),
                           self.dataset.classes, what="joining the process group")  # fmt: skip
         # each server shard sends copies of its commits to a replica: a lost server goes on from them
-        self.call_each(self.servers, "mirror_on", [(self.actors[s % self.replicas_n],) for s in range(self.servers_n)],
+        self.call_each(self.servers, "mirror_on", [(self.actors[self._mirror(s)],) for s in range(self.servers_n)],
                        what="pairing the servers with replicas")  # fmt: skip
         orders = shard_orders(self.config, config.data.data, self.dataset, whole[: self.replicas_n])
         self.data = feed_replicas(
@@ -300,9 +300,9 @@ class DaskBackend:
         if not answers:
             return None
         points = set.intersection(*({at for e, at in a["held"] if e == epoch} for a in answers.values()))
-        holders = {shard: self._server_holders(shard, epoch) for shard in range(self.servers_n)}
+        holders = {shard: self._shard_holders(shard, epoch) for shard in range(self.servers_n)}
         for held in holders.values():
-            points &= set().union(*(have for *_, have in held))
+            points &= set().union(*held.values())
         found = Recovery(epoch, steps, self.replicas_n, at=max(points, default=0), servers_n=self.servers_n,
                          lost_at_step=max(a["step"] for a in answers.values()),
                          ends=next(iter(answers.values()))["ends"])  # fmt: skip
@@ -312,25 +312,25 @@ class DaskBackend:
                 if commit is not None:
                     found.commits[rank] = commit
         for shard, held in holders.items() if found.at else ():
-            for rank, method, first, have in held:
-                if found.at in have and shard not in found.servers:
-                    with contextlib.suppress(Exception):
-                        commit = self._ask(rank, method, *first, epoch, found.at)
-                        if commit is not None:
-                            found.servers[shard] = commit
+            for rank in (r for r, have in held.items() if found.at in have):
+                with contextlib.suppress(Exception):
+                    commit = self._ask(rank, "shard_commit", shard, epoch, found.at)
+                    if commit is not None:
+                        found.servers[shard] = commit
+                        break
         return found
 
-    def _server_holders(self, shard: int, epoch: int) -> list[tuple[int, str, tuple, set[int]]]:
-        """Who holds server shard ``shard``'s commits of ``epoch``: the server itself and the replica it
-        sent copies to, each as ``(rank, method that gives a commit, its first arguments, points
-        held)``; one that does not answer is left out."""
-        sources = [(self.replicas_n + shard, "held_commits", "commit", ()),
-                   (shard % self.replicas_n, "server_commits_held", "server_commit", (shard,))]  # fmt: skip
-        held = []
-        for rank, list_method, get_method, first in sources:
+    def _mirror(self, shard: int) -> int:
+        """The replica that keeps copies of server shard ``shard``'s commits."""
+        return shard % self.replicas_n
+
+    def _shard_holders(self, shard: int, epoch: int) -> dict[int, set[int]]:
+        """Who holds server shard ``shard``'s commits of ``epoch`` (the server itself, then the replica
+        it sent copies to), by rank, with the points each holds; one that does not answer is left out."""
+        held = {}
+        for rank in (self.replicas_n + shard, self._mirror(shard)):
             with contextlib.suppress(Exception):
-                have = {at for e, at in self._ask(rank, list_method, *first) if e == epoch}
-                held.append((rank, get_method, first, have))
+                held[rank] = {at for e, at in self._ask(rank, "shard_commits_held", shard) if e == epoch}
         return held
 
     def _ask(self, rank: int, method: str, *args: Any) -> Any:
@@ -463,8 +463,9 @@ def train_distributed(
                                "workers_after": joined.replicas})  # fmt: skip
                 recovery = lost.get("join")
                 if recovery is not None:  # inside the epoch, from the commit the replicas paused at
-                    step = recovery.parts[0][0].step
-                    faults[-1].update(joined_at_step=step, resumed_at_step=step, steps_redone=0)
+                    faults[-1].update(
+                        joined_at_step=recovery.step, resumed_at_step=recovery.step, steps_redone=0
+                    )
                 config = config.replace(workers=joined.replicas)
                 _write_faults(checkpoint_dir, faults)
                 continue
