@@ -137,9 +137,11 @@ def test_warmup_counts_steps() -> None:
 
 def test_spec_is_canonical_and_checked() -> None:
     codec = make_codec("powersgd:rank=4")
-    assert codec.name == "powersgd:rank=4,warmup=0,min_rate=2.0,eps=0.0"
+    assert codec.name == "powersgd:rank=4,warmup=0,min_rate=2.0,eps=0.0,start=warmup"
     assert make_codec(codec.name) == codec
     with pytest.raises(SpecError, match="rank"):
         make_codec("powersgd:rank=0")
+    with pytest.raises(SpecError, match="start.*warmup"):
+        make_codec("powersgd:start=svd")
     with pytest.raises(ValueError, match="set_layers"):
         make_codec("powersgd").encode(torch.zeros(10), ChunkKey(0, 0, 0))

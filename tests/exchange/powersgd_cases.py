@@ -42,7 +42,8 @@ def ring_against_torch_hook(
     rank: int, world: int, shapes: list, rank_r: int, warmup: int, steps: int
 ) -> list:
     """Per step: the ring's PowerSGD result and torch's hook result on this rank's ``grads`` of the
-    step, with torch's first ``Q`` set to the one the codec draws (so both start alike)."""
+    step, with torch's first ``Q`` set to the one the codec starts from (so both start alike): after a
+    warm-up, the codec's power steps on the last warm-up step's mean gradient; without one, its draw."""
     n = sum(torch.Size(s).numel() for s in shapes)
     spec = f"powersgd:rank={rank_r},warmup={warmup}"
     ring = make_exchange("ring", GlooTransport(), spec, memory="ef", seed=5)
@@ -53,14 +54,19 @@ def ring_against_torch_hook(
         start_powerSGD_iter=warmup,
         min_compression_rate=2,
     )
-    first = make_codec(spec)  # the Q the ring's codec draws at its first compressed step
-    first.set_layers(shapes)
-    first.steps = warmup + 1
-    qs = first._start_qs(first.plan, ChunkKey(5, 0, 0), torch.device("cpu"))
-    state.q_memory_dict[0] = torch.cat([q.reshape(-1) for q in qs])
-    state.p_memory_dict[0] = torch.empty(first.plan.p_numel)
+    codec = ring.codec.low_rank()
     out = []
     for s in range(steps):
+        if s == warmup:  # the Q the ring's codec starts its first compressed step from
+            if codec.qs:
+                qs = codec.qs
+            else:
+                first = make_codec(spec)
+                first.set_layers(shapes)
+                first.steps = warmup + 1
+                qs = first._start_qs(first.plan, ChunkKey(5, 0, 0), torch.device("cpu"))
+            state.q_memory_dict[0] = torch.cat([q.reshape(-1) for q in qs])
+            state.p_memory_dict[0] = torch.empty(codec.plan.p_numel)
         x = grads(world, n, seed=100 + s)[rank]
         ours = ring.reduce(x.clone())
         theirs = torch_powersgd.powerSGD_hook(state, Bucket(x.clone(), shapes)).wait()

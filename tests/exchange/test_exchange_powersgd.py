@@ -175,6 +175,42 @@ def test_warmup_steps_equal_the_fp32_exchange(spec: str) -> None:
     assert not torch.allclose(psgd[2][0], fp32[2][0], atol=1e-3)
 
 
+def _two_directions(plan, seed: int = 0) -> torch.Tensor:
+    """A flat gradient whose compressed layers are each ``10 u1 v1^T + u2 v2^T`` (orthonormal u, v)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, generator=gen)
+    for layer in plan.compressed:
+        u = torch.linalg.qr(torch.randn(layer.rows, 2, generator=gen)).Q
+        v = torch.linalg.qr(torch.randn(layer.cols, 2, generator=gen)).Q
+        x[layer.lo : layer.hi] = (10 * u[:, :1] @ v[:, :1].t() + u[:, 1:] @ v[:, 1:].t()).reshape(-1)
+    return x
+
+
+@pytest.mark.parametrize("spec", EXCHANGES)
+def test_first_q_after_the_warmup_follows_the_mean_gradient(spec: str) -> None:
+    # every worker sends the same gradient twice: a warm-up step, then the first compressed one. With
+    # start=warmup its rank-1 result is each layer's best (the error is the second singular value,
+    # 1); a first Q drawn at random mixes in the second direction and misses it
+    plan = plan_layers(SHAPES, 1, 2.0)
+    x = _two_directions(plan)
+
+    def first_compressed(start: str) -> torch.Tensor:
+        hub, exchanges = _build(spec, f"powersgd:rank=1,warmup=1,start={start}", memory=None)
+
+        def work(rank: int) -> list:
+            if rank >= 3:
+                return [exchanges[rank].serve_step() for _ in range(2)]
+            return [exchanges[rank].reduce(x.clone()).clone() for _ in range(2)]
+
+        return on_threads(len(exchanges), work, [hub.abort])[0][1]
+
+    for start, close in (("warmup", True), ("draw", False)):
+        result = first_compressed(start)
+        for layer in plan.compressed:
+            err = torch.linalg.matrix_norm((x - result)[layer.lo : layer.hi].view(layer.rows, layer.cols))
+            assert (abs(float(err) - 1.0) < 1e-3) is close, (start, layer, float(err))
+
+
 @pytest.mark.parametrize("spec", EXCHANGES)
 def test_resume_from_state_equals_an_uninterrupted_run(spec: str) -> None:
     # equal weights: the ring's count hint (the last step's total) is not part of its state, so a

@@ -44,7 +44,12 @@ PARAMS = {
                            "travels whole", low=0.0, high=1e9),
     "eps": Param(0.0, "added to each column's norm when orthonormalizing (0: a zero column stays zero)",
                  low=0.0, high=1.0),
+    "start": Param("warmup", "first Q: 'warmup' (power steps on the last warm-up step's mean gradient; a "
+                             "draw where warmup=0) or 'draw' (seeded draw, as torch's hook)",
+                   choices=("warmup", "draw")),
 }  # fmt: skip
+#: power steps on the last warm-up step's mean gradient that start ``Q`` (``start=warmup``)
+START_POWER_STEPS = 2
 
 
 @dataclass(frozen=True)
@@ -228,11 +233,11 @@ class PowerSGD(Codec):
     traits = Traits(fixed_size=True)  # factors do not add as payloads: the exchange reduces rounds
 
     def __init__(self, rank: int = 1, warmup: int = 0, min_rate: float = 2.0, eps: float = 0.0,
-                 kernels: str | None = None) -> None:  # fmt: skip
+                 start: str = "warmup", kernels: str | None = None) -> None:  # fmt: skip
         super().__init__(kernels)
-        values = {"rank": rank, "warmup": warmup, "min_rate": min_rate, "eps": eps}
+        values = {"rank": rank, "warmup": warmup, "min_rate": min_rate, "eps": eps, "start": start}
         values = {k: PARAMS[k].convert("codec 'powersgd'", k, v) for k, v in values.items()}
-        self.rank, self.warmup, self.min_rate, self.eps = (values[k] for k in PARAMS)
+        self.rank, self.warmup, self.min_rate, self.eps, self.start = (values[k] for k in PARAMS)
         self.name = canonical("powersgd", PARAMS, values)
         self.plan: FactorPlan | None = None
         self.qs: list[torch.Tensor] = []  # the last step's Q of each compressed layer (warm start)
@@ -264,6 +269,22 @@ class PowerSGD(Codec):
         or, at first, from draws seeded by the run seed (the same on every worker)."""
         plan = self.require_plan(x.numel())
         return FactorStep(plan, x, self._start_qs(plan, key, x.device), self.eps)
+
+    def warm(self, mean: torch.Tensor, key: ChunkKey) -> None:
+        """After a warm-up step whose result ``mean`` (the whole mean gradient, the same bits on every
+        worker) every worker holds: where the next step is the first compressed one and
+        ``start=warmup``, its ``Q`` of each layer starts from :data:`START_POWER_STEPS` power steps
+        on that layer of ``mean`` from the seeded draw, so the first factors follow the directions
+        the gradient has just had instead of random ones."""
+        if self.start != "warmup" or self.steps != self.warmup or self.qs:
+            return
+        plan = self.require_plan(mean.numel())
+        qs = self._start_qs(plan, key, mean.device)
+        for i, layer in enumerate(plan.compressed):
+            m = mean[layer.lo : layer.hi].view(layer.rows, layer.cols)
+            for _ in range(START_POWER_STEPS):
+                qs[i] = orthogonalize(torch.mm(m.t(), orthogonalize(torch.mm(m, qs[i]), self.eps)), self.eps)
+        self.qs = qs
 
     def keep(self, qs: list[torch.Tensor]) -> None:
         """Keep the step's ``Q`` of each layer (the same on every worker) to start the next from."""
@@ -304,7 +325,7 @@ class PowerSGD(Codec):
 
 
 @CODECS.register("powersgd", **PARAMS)
-def build_powersgd(rank: int, warmup: int, min_rate: float, eps: float, kernels: str | None = None,
-                   for_memory: bool = False) -> PowerSGD:  # fmt: skip
+def build_powersgd(rank: int, warmup: int, min_rate: float, eps: float, start: str,
+                   kernels: str | None = None, for_memory: bool = False) -> PowerSGD:  # fmt: skip
     """low-rank factors of each layer (PowerSGD), reduced in two rounds; small layers travel whole"""
-    return PowerSGD(rank, warmup, min_rate, eps, kernels)
+    return PowerSGD(rank, warmup, min_rate, eps, start, kernels)

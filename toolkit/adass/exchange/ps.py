@@ -231,6 +231,7 @@ class ParameterServer(Exchange, Server):
             factored_step(self.codec, self.memory, x, self._key(0, 0), reduction, out, 1.0, self.clock)
         else:
             out.copy_(self._round("", x, weight, x.numel()))
+            self.codec.low_rank().warm(out, self._key(0, 0))
         self.step += 1
         self.clock.end()
         return out

@@ -71,6 +71,7 @@ def factor_rounds(hops: Hops, layout: ChunkLayout, reducer: LowRank, out: torch.
         dense = reducer.dense(reducer.x, reducer.w, layout)
         reduce_pieces(hops, layout, dense, out)
         reducer.total = dense.total
+        reducer.codec.low_rank().warm(out, reducer.key(0, 0))
         return
     w = reducer.w
     # shares enter the mean at weight 1 with their counts, so each round's owner scales to the total

@@ -63,22 +63,23 @@ __all__ = [
 ]
 
 
-def _fp16(model: DistributedDataParallel, args: dict[str, str]) -> None:
+def _fp16(model: DistributedDataParallel, args: dict[str, str], seed: int) -> None:
     model.register_comm_hook(None, default_hooks.fp16_compress_hook)
 
 
-def _powersgd(model: DistributedDataParallel, args: dict[str, str]) -> None:
+def _powersgd(model: DistributedDataParallel, args: dict[str, str], seed: int) -> None:
     state = powersgd.PowerSGDState(
         process_group=None,
         matrix_approximation_rank=int(args.get("rank", "1")),
         start_powerSGD_iter=POWERSGD_START_STEP,
+        random_seed=seed,  # its first Q is drawn from the run's seed, as the ring codec's is
     )
     model.register_comm_hook(state, powersgd.powerSGD_hook)
 
 
 # hook name -> attach(model, args); ``fp32`` leaves DDP's own all-reduce in place
-HOOKS: dict[str, Callable[[DistributedDataParallel, dict[str, str]], None]] = {
-    "fp32": lambda model, args: None,
+HOOKS: dict[str, Callable[[DistributedDataParallel, dict[str, str], int], None]] = {
+    "fp32": lambda model, args, seed: None,
     "fp16": _fp16,
     "powersgd": _powersgd,
 }
@@ -106,10 +107,11 @@ def parse_hook(spec: str) -> tuple[str, dict[str, str]]:
     return name, args
 
 
-def attach_hook(model: DistributedDataParallel, spec: str) -> None:
-    """Register the communication hook ``spec`` (``fp32``, ``fp16``, ``powersgd:rank=4``) on ``model``."""
+def attach_hook(model: DistributedDataParallel, spec: str, seed: int = 0) -> None:
+    """Register the communication hook ``spec`` (``fp32``, ``fp16``, ``powersgd:rank=4``) on ``model``;
+    a hook that draws (PowerSGD's first ``Q``) draws from ``seed``."""
     name, args = parse_hook(spec)
-    HOOKS[name](model, args)
+    HOOKS[name](model, args, seed)
 
 
 @dataclass
@@ -179,7 +181,7 @@ def ddp_rank(config: dict[str, dict[str, Any]], rank: int, world: int, store: di
         state = ReplicaState.shard(run, load_dataset(run.data.data, seed=o.seed), rank, world)
         engine = Engine(state, TorchAgreement())
         model = DistributedDataParallel(state.model)  # all-reduces over nccl on CUDA, gloo on the CPU
-        attach_hook(model, hook)
+        attach_hook(model, hook, o.seed)
         rows: list[dict[str, Any]] = []
         epoch_s: list[float] = []
         step = 0
