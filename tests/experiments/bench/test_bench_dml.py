@@ -240,22 +240,28 @@ def test_lab_workers_are_checked_in_one_line(tmp_path, capsys, argv, message):
     assert not out.exists()  # refused before anything is written
 
 
-def _lab_table(rs_ms: tuple[float, ...], rs_acc: tuple[float, ...]) -> pd.DataFrame:
-    """One rate and model: every lab arm at 100 ms and accuracy 0.9, but the RS-ADASS arms as given."""
+def _lab_table(rs_ms: tuple[float, ...], rs_acc: tuple[float, ...], arms=None) -> pd.DataFrame:
+    """One rate and model: every lab arm (or ``arms``) at 100 ms and accuracy 0.9, but the RS-ADASS arms
+    as given; unpaired, the ratios as the suite computes them."""
     rows = []
-    for arm in netlab_dml.ARMS:
+    for arm in netlab_dml.ARMS if arms is None else arms:
         ms, acc = 100.0, 0.9
         if arm.codec in netlab_dml.RS_CODECS:
             i = netlab_dml.RS_CODECS.index(arm.codec)
             ms, acc = rs_ms[i], rs_acc[i]
         rows.append({"rate": "100mbit", "model": "mlp", "params": 10, "arm": arm.name, "step_ms": ms,
-                     "step_vs_ddp": ms / 100.0, "test_acc": acc})  # fmt: skip
+                     "kernel_MB_step": 1.0, "wire_MB_step": 1.0, "compute_ms": 1.0, "link_ms": 1.0,
+                     "test_acc": acc, "pair_ratio": float("nan")})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _targets(table: pd.DataFrame) -> pd.DataFrame:
+    return netlab_dml.lab_targets(netlab_dml._with_ratios(table))
 
 
 def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
     def rs_goals(table: pd.DataFrame) -> pd.DataFrame:
-        goals = netlab_dml.lab_targets(table)
+        goals = _targets(table)
         return goals[goals["goal"].str.startswith("RS-ADASS")]
 
     assert len(netlab_dml.RS_CODECS) == 7
@@ -276,9 +282,46 @@ def test_rs_adass_goal_needs_one_arm_both_faster_and_as_accurate():
 def test_powersgd_goal_compares_each_rank_with_ddp_hook():
     table = _lab_table((100.0,) * 7, (0.9,) * 7)
     table.loc[table["arm"] == "ring PowerSGD rank 2", "step_ms"] = 111.0  # 1.11x the hook's 100 ms
-    goals = netlab_dml.lab_targets(table)
+    goals = _targets(table)
     psgd = goals[goals["goal"].str.startswith("ring PowerSGD")].set_index("goal")["met"]
     assert list(psgd) == ["yes", "no", "yes"] and "rank 2 step" in psgd.index[1]
+    # paired rounds: the median of the per-round ratios decides, not the ratio of the median times
+    table.loc[table["arm"] == "ring PowerSGD rank 2", "pair_ratio"] = 1.05
+    psgd = _targets(table).set_index("goal")["met"]
+    assert psgd[psgd.index.str.startswith("ring PowerSGD rank 2")].tolist() == ["yes"]
+
+
+def test_powersgd_only_reads_the_powersgd_goals_alone():
+    table = _lab_table((), (), arms=netlab_dml.POWERSGD_ARMS)
+    assert [a.name for a in netlab_dml.POWERSGD_ARMS][0] == netlab_dml.DDP_FP32
+    assert {a.name for a in netlab_dml.POWERSGD_ARMS} - {netlab_dml.DDP_FP32} == {
+        a.name for a in netlab_dml.ARMS if "PowerSGD" in a.name
+    }
+    ratios = netlab_dml._with_ratios(table)
+    assert ratios["step_vs_hook"].notna().sum() == len(netlab_dml.PSGD_RANKS)
+    goals = netlab_dml.lab_targets(ratios)
+    assert len(goals) == len(netlab_dml.PSGD_RANKS) and goals["goal"].str.startswith("ring PowerSGD").all()
+    plan = netlab_dml._plan(False, None, powersgd_only=True)
+    assert plan.arms == netlab_dml.POWERSGD_ARMS and len(plan.paired) == len(netlab_dml.PSGD_RANKS)
+    assert netlab_dml._plan(False, None).paired[0] == (netlab_dml.DDP_FP32, "ring fp32")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["samplers", "--powersgd-only"],
+        ["dml", "--powersgd-only"],
+        ["faults", "--netlab", "1gbit", "--powersgd-only"],
+    ],
+)
+def test_powersgd_only_is_refused_off_the_dml_lab(tmp_path, capsys, argv):
+    out = tmp_path / "out"
+    assert main(["bench", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--powersgd-only: only the dml suite on a network lab" in err and len(err.strip().splitlines()) == 1
+    )
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

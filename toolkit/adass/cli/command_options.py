@@ -87,6 +87,11 @@ class BenchOptions(OutputOptions):
         doc="dml --netlab only: replicas P on the lab, one host each plus one for the PS server "
         "(default 4; P at or under the CPU count gives every replica a core of its own)",
     )
+    powersgd_only = param.Boolean(
+        False,
+        doc="dml --netlab only: run just DDP fp32 and the PowerSGD arms (torch's hook and the ring's codec "
+        "at each rank, paired over rounds; the PS at rank 4)",
+    )
     against = param.String(
         "", doc="equivalence only: the git revision whose results this tree must reproduce bit for bit"
     )

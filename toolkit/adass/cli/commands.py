@@ -231,6 +231,7 @@ def run_bench(
     netlab: str = "",
     straggler_only: bool = False,
     lab_workers: int | None = None,
+    powersgd_only: bool = False,
     against: str = "",
     device: str = "auto",
     seeds: int | None = None,
@@ -240,7 +241,8 @@ def run_bench(
 
     ``netlab`` (link rates) runs the ``dml`` suite on a network lab with ``lab_workers`` replicas (the
     ``faults`` suite: a killed worker across a lab at one rate)
-    (None: the suite's own), ``straggler_only`` its straggler case alone, ``device`` its replicas on
+    (None: the suite's own; ``powersgd_only``: its PowerSGD arms alone), ``straggler_only`` its
+    straggler case alone, ``device`` its replicas on
     ``cpu`` or ``cuda``; ``seeds`` the ``frontier`` and ``faults`` suites' seeds, ``settings`` the ``frontier`` suite's settings;
     other suites refuse them.
     """
@@ -256,6 +258,10 @@ def run_bench(
         raise SpecError(f"--straggler-only: only the dml suite has a straggler case, not {suite!r}")
     if straggler_only and netlab:
         raise SpecError("--straggler-only: runs on this machine's cluster; leave out --netlab")
+    if powersgd_only and (suite != "dml" or not netlab):
+        raise SpecError(
+            "--powersgd-only: only the dml suite on a network lab (--netlab) has PowerSGD arms to run alone"
+        )
     if lab_workers is not None and not netlab:
         raise SpecError(
             f"--lab-workers: {lab_workers} is not allowed without --netlab (it sizes the network lab)"
@@ -287,6 +293,7 @@ def run_bench(
         "netlab": netlab,
         "straggler_only": straggler_only,
         "lab_workers": lab_workers,
+        "powersgd_only": powersgd_only,
         "against": against,
         "device": device if device != "auto" else "",
         "seeds": seeds,

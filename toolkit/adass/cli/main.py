@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = _check_out(opts.out, opts.overwrite, f"{args.suite}.csv")
         return commands.run_bench(args.suite, out, quick=opts.quick, netlab=opts.netlab,
                                   straggler_only=opts.straggler_only, lab_workers=opts.lab_workers,
+                                  powersgd_only=opts.powersgd_only,
                                   against=opts.against, device=opts.device, seeds=opts.seeds,
                                   settings=opts.settings)  # fmt: skip
     except (SpecError, GroupConnectError, RunFailure) as err:

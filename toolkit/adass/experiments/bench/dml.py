@@ -316,6 +316,7 @@ def run(
     straggler_only: bool = False,
     lab_workers: int | None = None,
     device: str = "auto",
+    powersgd_only: bool = False,
 ) -> pd.DataFrame:
     """Run the suite, print the tables, write ``dml.md``, ``dml.csv``, ``dml_adass.csv`` (part (b)
     averaged over seeds) and ``dml_adass_runs.csv`` (its runs, one row per seed), with part (c),
@@ -337,6 +338,8 @@ def run(
         Run part (d), the straggler case, alone and return its table.
     device : {"auto", "cpu", "cuda"}
         Where every arm's replicas train (``--device``; DDP's ranks too).
+    powersgd_only : bool
+        With ``netlab``: DDP fp32 and the PowerSGD arms alone, each rank's hook and codec paired.
 
     Returns
     -------
@@ -346,7 +349,7 @@ def run(
     if netlab:
         from .netlab_dml import run as run_lab
 
-        return run_lab(out_dir, netlab, quick=quick, workers=lab_workers)
+        return run_lab(out_dir, netlab, quick=quick, workers=lab_workers, powersgd_only=powersgd_only)
     if straggler_only:
         return dml_straggler.run(out_dir, quick=quick, device=device)
     plan = QUICK if quick else FULL
