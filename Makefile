@@ -26,8 +26,11 @@ demo: $(STAMP)
 		--lr 0.1 --link 100mbit,50us --samplers adass:eps=0.3 --exchanges ps ring --codecs fp32 qsgd:bits=8 \
 		--seeds 1 --out $(DEMO_OUT) --overwrite
 
+# two pytest workers, a test file to each at a time (its module fixtures built once): most tests wait on
+# Dask clusters, subprocesses and browsers, so two share two cores well; TEST_JOBS=1 runs them one by one
+TEST_JOBS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 lint: $(STAMP)
 	$(BIN)/ruff check toolkit tests dashboards
