@@ -5,6 +5,8 @@ One operating point per sampler cannot say which method is better (a sampler tha
 samples is more accurate and costs more), so every method is run over its main knob:
 
 - ``adass`` over ``eps`` (the share of the total bound that may be dropped),
+- ``adass_resample``: ADASS with half the budget's samples trained on anyway at weight 2
+  (``resample=0.5``, which keeps its guarantee) and one full epoch first, over ``eps``,
 - ``infobatch`` over ``ratio`` (the share of below-mean-loss samples pruned),
 - ``random`` over ``ratio`` (the share kept each epoch),
 - ``selective_backprop`` over ``beta`` (selectivity),
@@ -52,10 +54,15 @@ __all__ = ["GRID", "METHODS", "SETTINGS", "compare_frontiers", "frontier_points"
 METHODS: dict[str, tuple[str, tuple[float, ...]]] = {
     "full": ("epochs", (1.0, 0.75, 0.5, 0.25)),  # first: every other run is measured against all epochs
     "adass": ("eps", (0.1, 0.2, 0.4, 0.6, 0.8)),
+    "adass_resample": ("eps", (0.4, 0.6, 0.8, 0.9)),
     "infobatch": ("ratio", (0.3, 0.5, 0.7, 0.9)),
     "random": ("ratio", (0.5, 0.7, 0.85)),
     "selective_backprop": ("beta", (0.5, 1.0, 2.0, 3.0)),
 }
+#: methods whose sampler spec is not ``{method}:{knob}={value}``
+SPECS = {"adass_resample": "adass:eps={value:g},warmup=1,resample=0.5"}
+#: the methods each compared with every other (each a table of its own)
+OURS = ("adass", "adass_resample")
 #: where ADASS's defaults sit on its knob
 DEFAULT_EPS = 0.2
 #: cost levels per comparison
@@ -118,6 +125,8 @@ def _standard_error(values: np.ndarray | pd.Series) -> float:
 
 
 def _spec(method: str, value: float) -> str:
+    if method in SPECS:
+        return SPECS[method].format(value=value)
     knob = METHODS[method][0]
     return "full" if method == "full" else f"{method}:{knob}={value:g}"
 
@@ -292,7 +301,9 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, settings: 
                 if data == "images":
                     data = f"npy:{images_npy(Path(tmp) / 'images', *IMAGES)}"
                 runs = run_setting(name, options, seeds, data)
-                points, table = frontier_points(runs), compare_frontiers(runs)
+                points = frontier_points(runs)
+                table = pd.concat([compare_frontiers(runs, ours) for ours in OURS], ignore_index=True)
+                table.insert(0, "ours", np.repeat(OURS, len(METHODS) - 1))
                 points.insert(0, "setting", name)
                 table.insert(0, "setting", name)
                 plot(points, name, out_dir / f"frontier_{name}.png")
