@@ -125,12 +125,18 @@ class Arm:
 
 
 DDP_ARM, RING_FP32 = Arm(DDP_FP32, "", "fp32"), Arm("ring fp32", RING, "fp32")
+#: (DDP's ``powerSGD_hook``, the ring's codec) at each of ``PSGD_RANKS``: a ring arm's step is read
+#: against its hook's
+PSGD_PAIRS = [(Arm(f"DDP PowerSGD rank {rank}", "", f"powersgd:rank={rank}"),
+               Arm(f"ring PowerSGD rank {rank}", RING, PSGD_CODEC.format(rank=rank))) for rank in PSGD_RANKS]  # fmt: skip
+#: a ring PowerSGD arm's name -> its hook's
+HOOK_OF = {ring.name: hook.name for hook, ring in PSGD_PAIRS}
 ARMS = [
     DDP_ARM,
     Arm("DDP fp16 hook", "", "fp16"),
-    *[Arm(f"DDP PowerSGD rank {rank}", "", f"powersgd:rank={rank}") for rank in PSGD_RANKS],
+    *[hook for hook, _ in PSGD_PAIRS],
     RING_FP32,
-    *[Arm(f"ring PowerSGD rank {rank}", RING, PSGD_CODEC.format(rank=rank)) for rank in PSGD_RANKS],
+    *[ring for _, ring in PSGD_PAIRS],
     Arm("ring qsgd:bits=8", QSGD_RING, "qsgd:bits=8"),
     Arm("ring qsgd:bits=8 shared_scale", QSGD_SHARED, "qsgd:bits=8"),
     *[Arm(f"RS-ADASS ring {codec}", RING, codec) for codec in RS_CODECS],
@@ -182,8 +188,8 @@ class LabPlan:
     def paired(self) -> list[tuple[str, str]]:
         """(DDP arm, ring arm) names run in rounds: each rank's hook and codec, and fp32 unless
         ``powersgd_only``."""
-        ranks = [(f"DDP PowerSGD rank {r}", f"ring PowerSGD rank {r}") for r in PSGD_RANKS]
-        return ranks if self.powersgd_only else [(DDP_FP32, RING_FP32.name), *ranks]
+        pairs = PSGD_PAIRS if self.powersgd_only else [(DDP_ARM, RING_FP32), *PSGD_PAIRS]
+        return [(ddp.name, ring.name) for ddp, ring in pairs]
 
 
 LAB_FULL = LabPlan({"data": "mnist5k", "batch_size": 64, "lr": 0.05, "epochs": 1, "seed": 0},
@@ -289,17 +295,17 @@ def _paired(rows: list[dict], base: RunConfig, handle: ClusterHandle, state: Lab
     rows (the last of each arm in ``rows``) get the median step time over all rounds, and the ring's
     row the median of the per-round ratios (``pair_ratio``)."""
     by_name = {arm.name: arm for arm in ARMS}
-    for ddp_name, ring_name in plan.paired:
-        ddp_row = next(r for r in reversed(rows) if r["arm"] == ddp_name)
-        ring_row = next(r for r in reversed(rows) if r["arm"] == ring_name)
+    for ddp, ring in ((by_name[d], by_name[r]) for d, r in plan.paired):
+        ddp_row = next(r for r in reversed(rows) if r["arm"] == ddp.name)
+        ring_row = next(r for r in reversed(rows) if r["arm"] == ring.name)
         ddp_ms, ring_ms = [ddp_row["step_ms"]], [ring_row["step_ms"]]
         for _ in range(plan.pairs - 1):
-            ddp_ms.append(_run_arm(base, handle, state, plan.workers, by_name[ddp_name])["step_ms"])
-            ring_ms.append(_run_arm(base, handle, state, plan.workers, by_name[ring_name])["step_ms"])
+            ddp_ms.append(_run_arm(base, handle, state, plan.workers, ddp)["step_ms"])
+            ring_ms.append(_run_arm(base, handle, state, plan.workers, ring)["step_ms"])
         ratios = [r / d for r, d in zip(ring_ms, ddp_ms, strict=True)]
         ddp_row["step_ms"], ring_row["step_ms"] = statistics.median(ddp_ms), statistics.median(ring_ms)
         ring_row["pair_ratio"] = statistics.median(ratios)
-        print(f"{ring_name} / {ddp_name} over {plan.pairs} rounds: " + ", ".join(f"{r:.2f}" for r in ratios),
+        print(f"{ring.name} / {ddp.name} over {plan.pairs} rounds: " + ", ".join(f"{r:.2f}" for r in ratios),
               flush=True)  # fmt: skip
 
 
@@ -307,24 +313,19 @@ def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """``step_vs_ddp``: each arm's step time over DDP fp32's (for ring fp32, the median of its
     per-round ratios where rounds were paired); ``step_vs_hook``: a ring PowerSGD arm's over DDP's
     hook at its rank (the median of the per-round ratios where paired)."""
-    ddp = table[table["arm"] == DDP_FP32].set_index(["rate", "model"])["step_ms"]
-    key = pd.MultiIndex.from_frame(table[["rate", "model"]])
-    ratio = table["step_ms"].to_numpy() / ddp.reindex(key).to_numpy()
-    pair = table["pair_ratio"] if "pair_ratio" in table else pd.Series(float("nan"), index=table.index)
-    is_fp32 = (table["arm"] == RING_FP32.name).to_numpy()
-    ratio = np.where(is_fp32 & pair.notna().to_numpy(), pair.to_numpy(), ratio)
-    hook_ms = table.set_index(["rate", "model", "arm"])["step_ms"]
-    hook_key = pd.MultiIndex.from_arrays(
-        [
-            table["rate"],
-            table["model"],
-            table["arm"].str.replace("ring PowerSGD", "DDP PowerSGD", regex=False),
-        ]
-    )
-    vs_hook = table["step_ms"].to_numpy() / hook_ms.reindex(hook_key).to_numpy()
-    is_psgd = table["arm"].str.startswith("ring PowerSGD").to_numpy()
-    vs_hook = np.where(is_psgd, np.where(pair.notna().to_numpy(), pair.to_numpy(), vs_hook), np.nan)
-    return table.assign(step_vs_ddp=ratio, step_vs_hook=vs_hook)[LAB_COLUMNS]
+    step_ms = table.set_index(["rate", "model", "arm"])["step_ms"]
+
+    def over(arms: pd.Series) -> np.ndarray:
+        """Each row's step time over that of the arm ``arms`` names in its rate and model."""
+        key = pd.MultiIndex.from_arrays([table["rate"], table["model"], arms])
+        return table["step_ms"].to_numpy() / step_ms.reindex(key).to_numpy()
+
+    paired = table["pair_ratio"] if "pair_ratio" in table else pd.Series(np.nan, index=table.index)
+    vs_ddp = over(pd.Series(DDP_FP32, index=table.index))
+    vs_ddp = np.where((table["arm"] == RING_FP32.name) & paired.notna(), paired, vs_ddp)
+    hook = table["arm"].map(HOOK_OF)
+    vs_hook = np.where(hook.isna(), np.nan, np.where(paired.notna(), paired, over(hook)))
+    return table.assign(step_vs_ddp=vs_ddp, step_vs_hook=vs_hook)[LAB_COLUMNS]
 
 
 def _rs_against(row: pd.DataFrame, rs_arms: list[str], psgd: str, where: str) -> tuple[str, bool, str]:
@@ -368,13 +369,9 @@ def lab_targets(table: pd.DataFrame) -> pd.DataFrame:
             )
             for psgd in [a.name for a in ARMS if a.codec.startswith("powersgd")]:
                 checks.append(_rs_against(row, rs_arms, psgd, f"{rate}, {model}"))
-        for rank in PSGD_RANKS:
-            ring_arm, hook_arm = (f"{who} PowerSGD rank {rank}" for who in ("ring", "DDP"))
-            ours, hook, ratio = (
-                row.loc[ring_arm, "step_ms"],
-                row.loc[hook_arm, "step_ms"],
-                row.loc[ring_arm, "step_vs_hook"],
-            )
+        for rank, (hook_arm, ring_arm) in zip(PSGD_RANKS, PSGD_PAIRS, strict=True):
+            ours, ratio = row.loc[ring_arm.name, "step_ms"], row.loc[ring_arm.name, "step_vs_hook"]
+            hook = row.loc[hook_arm.name, "step_ms"]
             checks.append((f"ring PowerSGD rank {rank} step <= 1.1x DDP's hook at rank {rank}, {rate}, {model}",
                            ratio <= 1.1, f"{ratio:.2f}x (median {ours:.1f} vs {hook:.1f} ms)"))  # fmt: skip
     if not full:
