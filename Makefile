@@ -23,7 +23,7 @@ setup: $(STAMP)
 # anything is timed; two lines under the table say what each choice saved.
 demo: $(STAMP)
 	$(BIN)/adass compare --workers 4 --data mnist5k --model mlp:hidden=128 --epochs 6 --batch-size 256 \
-		--lr 0.1 --link 100mbit,50us --samplers adass:eps=0.3 --exchanges ps ring --codecs fp32 qsgd:bits=8 \
+		--lr 0.1 --link 100mbit,50us --samplers adass --exchanges ps ring --codecs fp32 qsgd:bits=8 \
 		--seeds 1 --out $(DEMO_OUT) --overwrite
 
 # two pytest workers, a test file to each at a time (its module fixtures built once): most tests wait on

@@ -82,7 +82,9 @@ handle.workers()
 # A run is described by one `RunConfig`. `from_flat` takes every option by name and checks each
 # value before anything starts; the same options are the flags of `adass train`. Plug-ins are
 # named by spec strings: `adass:eps=0.2,warmup=1` is the ADASS sampler with a budget of 20% and
-# one warm-up epoch on the full data (the last epoch also uses the full data).
+# one warm-up epoch on the full data (the last epoch also uses the full data); by default half of
+# the samples within the budget are trained anyway, at weight 2, so the expected gradient stays the
+# full one.
 #
 # The records go to a `ParquetSink`: in memory while the run goes on, then one Parquet file per
 # record kind plus `config.json`, in a folder of their own.

@@ -1,6 +1,6 @@
-"""The step's own costs kept small without changing a bit: parameters and gradients as views of two
-flat buffers, the step's length from a reused scratch buffer (equal to the plain copy-before,
-copy-after reference), records turned into rows without a deep copy, batches gathered a chunk of
+"""The step's own costs kept small without changing a trained bit: parameters and gradients as views of two
+flat buffers, the step's length read off SGD's momentum buffer (or from a reused scratch buffer,
+equal to the plain copy-before, copy-after reference), records turned into rows without a deep copy, batches gathered a chunk of
 steps ahead, losses kept by the sampler until read, and unit weights left out."""
 
 import doctest
@@ -87,7 +87,8 @@ def _reference_length(model: torch.nn.Module, change) -> float:
     return float(torch.linalg.vector_norm(flat_params(model) - before))
 
 
-def test_step_length_equals_the_two_copy_reference_bit_for_bit():
+def test_an_sgd_step_length_is_read_off_its_momentum_buffer_and_training_is_unchanged():
+    """lr * ||momentum buffer|| against the two-copy reference, steps bit for bit torch's own SGD."""
     state, twin = state_for(), state_for()
     for s in (state, twin):
         s.flat_grad.copy_(torch.randn(s.flat_grad.numel(), generator=torch.Generator().manual_seed(3)))
@@ -96,7 +97,46 @@ def test_step_length_equals_the_two_copy_reference_bit_for_bit():
         counters = Counters()
         optimizer_step(state.optimizer, counters, state.step_length)
         expected = _reference_length(twin.model, twin.optimizer.step)
-        assert counters.path == expected and counters.path > 0
+        assert counters.path == pytest.approx(expected, rel=1e-5) and counters.path > 0
+        assert torch.equal(state.flat_params, twin.flat_params)
+    buffers = [state.optimizer.state[p]["momentum_buffer"] for p in state.model.parameters()]
+    assert shares_memory(buffers, buffers[0]._base)  # one flat buffer, read with one norm
+    lr = state.optimizer.param_groups[0]["lr"]
+    assert counters.path == lr * float(torch.linalg.vector_norm(buffers[0]._base))
+
+
+def test_a_loaded_optimizer_state_goes_back_into_the_flat_momentum_buffer():
+    state, twin = state_for(), state_for()
+    for s in (state, twin):
+        s.flat_grad.copy_(torch.randn(s.flat_grad.numel(), generator=torch.Generator().manual_seed(8)))
+        for _ in range(2):
+            optimizer_step(s.optimizer, Counters(), s.step_length)
+    saved = state_from_bytes(state_bytes(state.optimizer.state_dict()))
+    for _ in range(3):  # moved on, then back to the saved momentum
+        optimizer_step(state.optimizer, Counters(), state.step_length)
+    state.flat_params.copy_(twin.flat_params)
+    state.optimizer.load_state_dict(saved)
+    counters = Counters()
+    optimizer_step(state.optimizer, counters, state.step_length)
+    expected = _reference_length(twin.model, twin.optimizer.step)
+    assert counters.path == pytest.approx(expected, rel=1e-5)
+    assert torch.equal(state.flat_params, twin.flat_params)
+
+
+@pytest.mark.parametrize("make", [
+    lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True),
+    lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.0, weight_decay=0.01),
+    lambda params: torch.optim.Adam(params, lr=0.01),
+])  # fmt: skip
+def test_other_optimizers_take_the_two_copy_length_bit_for_bit(make):
+    state, twin = state_for(), state_for()
+    for s in (state, twin):
+        s.optimizer = make(s.model.parameters())
+        s.flat_grad.copy_(torch.randn(s.flat_grad.numel(), generator=torch.Generator().manual_seed(3)))
+    for _ in range(3):
+        counters = Counters()
+        optimizer_step(state.optimizer, counters, state.step_length)
+        assert counters.path == _reference_length(twin.model, twin.optimizer.step) and counters.path > 0
     assert torch.equal(state.flat_params, twin.flat_params)
 
 
@@ -227,3 +267,12 @@ def test_kept_losses_fold_in_as_writing_every_batch_in_turn():
     assert sampler.bounds()[[1, 3]].tolist() == [9.0, 7.0]
     sampler.observe(torch.tensor([0]), torch.tensor([4.0]), {"path": 0.0})
     assert sampler.state_dict()["last_loss"][0] == 4.0  # a checkpoint holds what was observed so far
+
+
+def test_a_step_row_holds_the_step_record_fields_in_order_then_the_bytes():
+    engine = Engine(state_for("full"), split=in_order)
+    report = engine.run_epoch(engine.plan(0), selection_records=False)
+    row = report.steps[0]
+    assert list(row) == [f.name for f in fields(StepRecord)] + ["wire_bytes", "raw_bytes"]
+    assert StepRecord(**{k: row[k] for k in list(row)[:-2]}).samples == row["samples"] > 0
+    assert (row["wire_bytes"], row["raw_bytes"]) == (0, 0)

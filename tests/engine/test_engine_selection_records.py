@@ -9,7 +9,7 @@ from adass.viz import selection_threshold
 
 @pytest.mark.parametrize("replicas", [0, 2])
 def test_every_adaptive_epoch_drops_only_bounds_below_what_it_keeps(tiny_config, replicas):
-    config = tiny_config.replace(sampler="adass:eps=0.3,warmup=1,final=0", epochs=4)
+    config = tiny_config.replace(sampler="adass:eps=0.3,warmup=1,final=0,resample=0", epochs=4)
     sink = MemorySink()
     train(config, sink=sink, replicas=replicas)
     selection = sink.frame(SelectionRecord)

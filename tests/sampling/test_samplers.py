@@ -83,7 +83,7 @@ def test_resample_trains_a_random_share_of_the_budget_weighted_up_and_keeps_the_
     kept sample keeps weight 1, and the draw changes from epoch to epoch."""
     losses = torch.rand(400, generator=torch.Generator().manual_seed(3))
     plain, resampled = (
-        adass("adass:eps=0.5,warmup=0,final=0", n=400),
+        adass("adass:eps=0.5,warmup=0,final=0,resample=0", n=400),
         adass("adass:eps=0.5,warmup=0,final=0,resample=0.5", n=400),
     )
     for s in (plain, resampled):

@@ -14,7 +14,7 @@ from adass.experiments.bench import frontier
 
 def _runs(offsets: dict[str, float], seeds: int = 6, noise: float = 0.002) -> pd.DataFrame:
     """Made-up runs: every method's accuracy is one curve of its cost plus its own offset and seed noise
-    (a method with a spec of its own, such as ``adass_resample``, draws from a generator of its own,
+    (a method with a spec of its own, such as ``adass_drop``, draws from a generator of its own,
     so it changes none of the others' draws)."""
     shared, rows = np.random.default_rng(0), []
     for method, (knob, values) in frontier.METHODS.items():
@@ -52,6 +52,28 @@ def test_frontiers_that_share_no_cost_are_not_compared():
     assert frontier.compare_frontiers(runs).set_index("against").loc["random", "verdict"] == "no overlap"
 
 
+def test_adass_over_all_its_knobs_follows_whichever_curve_is_higher_at_each_cost():
+    runs = _runs({}, noise=0.001)
+    other_curve = runs["method"] == "adass_drop"
+    dear = runs["backprop_frac"] > 0.65
+    runs.loc[other_curve & dear, "test_acc"] += 0.03  # above adass where it costs more
+    runs.loc[other_curve & ~dear, "test_acc"] -= 0.03  # below where it costs less
+    gaps = {ours: frontier.compare_frontiers(runs, ours).set_index("against") for ours in frontier.OURS}
+    best = gaps["adass_best"]
+    assert "adass" not in best.index and "adass_drop" not in best.index  # not against its own curves
+    for other in ("random", "infobatch", "full"):
+        each = [gaps[m].loc[other, "acc_gap_backprops"] for m in ("adass", "adass_drop")]
+        assert best.loc[other, "acc_gap_backprops"] > max(each) + 0.005  # each curve where it is the higher
+        assert best.loc[other, "verdict"].startswith("adass_best above by")
+
+
+def test_an_envelope_of_curves_on_different_seeds_is_refused():
+    runs = _runs({})
+    runs = runs[~((runs["method"] == "adass_drop") & (runs["seed"] == 0))]
+    with pytest.raises(ValueError, match="different numbers of seeds"):
+        frontier.compare_frontiers(runs, "adass_best")
+
+
 def test_quick_frontier_bench_runs_every_method_over_its_knob(tmp_path, capsys):
     assert main(["bench", "frontier", "--quick", "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("# adass bench frontier") == 1
@@ -63,7 +85,8 @@ def test_quick_frontier_bench_runs_every_method_over_its_knob(tmp_path, capsys):
     assert full.loc[1.0, "backprop_frac"] == 1.0 and full.loc[0.5, "backprop_frac"] == 0.5
     table = pd.read_csv(tmp_path / "frontier.csv")
     for ours in frontier.OURS:  # each of ADASS's curves against every other method
-        assert list(table.loc[table["ours"] == ours, "against"]) == [m for m in frontier.METHODS if m != ours]
+        others = [m for m in frontier.METHODS if m != ours and m not in frontier.ENVELOPES.get(ours, ())]
+        assert list(table.loc[table["ours"] == ours, "against"]) == others
     assert (tmp_path / "frontier_synthetic-tiny.png").stat().st_size > 10_000
     assert "ADASS at its defaults" in (tmp_path / "frontier.md").read_text()
 

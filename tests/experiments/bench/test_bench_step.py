@@ -18,7 +18,7 @@ def test_quick_step_bench_writes_one_row_per_sampler(tmp_path, capsys):
     assert (tmp_path / "step.md").exists()
     table = pd.read_csv(tmp_path / "step.csv")
     assert list(table.columns) == step.COLUMNS
-    assert list(table["sampler"]) == step.SAMPLERS
+    assert list(table["sampler"]) == [*step.SAMPLERS, step.PLAIN]
     parts = table["fwd_bwd_ms"] + table["optimizer_ms"] + table["engine_ms"]
     assert ((parts - table["step_ms"]).abs() < 1e-9).all()
     assert (
@@ -30,6 +30,26 @@ def test_quick_step_bench_writes_one_row_per_sampler(tmp_path, capsys):
     assert rows.loc["full", "steps"] == epochs * math.ceil(n / 64)
     assert rows.loc["full", "backprops_vs_full"] == 1.0 and rows.loc["full", "time_vs_full"] == 1.0
     assert rows.loc["random:ratio=0.6", "backprops_vs_full"] == 0.6
+    # the textbook loop: every sample once an epoch, in as many steps as full, and nothing beyond itself
+    assert rows.loc[step.PLAIN, "steps"] == rows.loc["full", "steps"]
+    assert rows.loc[step.PLAIN, "backprops_vs_full"] == 1.0 and rows.loc[step.PLAIN, "beyond_plain_ms"] == 0.0
+    own = table["engine_ms"] + table["between_ms"]
+    assert ((table["beyond_plain_ms"] - (own - float(own.iloc[-1]))).abs() < 1e-9).all()
+
+
+def test_the_plain_loop_trains_as_the_textbook_loop_does():
+    config = RunConfig.from_flat(data="synthetic:n=200,d=5,test=50", model="mlp:hidden=8", sampler="full",
+                                 epochs=2, lr=0.1)  # fmt: skip
+    dataset = load_dataset(config.data.data)
+    loop = step.PlainLoop(config, dataset)
+    before = [p.detach().clone() for p in loop.state.model.parameters()]
+    with step.StepTimer(loop) as timer:
+        for epoch in range(2):
+            loop.run_epoch(epoch)
+    assert timer.steps == 2 * math.ceil(200 / config.optim.batch_size)
+    assert loop.state.counters.backprops == 400 and timer.fwd_bwd_s > 0 and timer.optimizer_s > 0
+    after = list(loop.state.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
 
 
 def test_step_timer_counts_only_the_steps_and_gives_everything_back():

@@ -16,7 +16,7 @@ import torch
 
 from ..exchange import Exchange
 from ..failures import Diverged
-from ..metrics import StepRecord, TrafficRecord, as_row
+from ..metrics import TrafficRecord, as_row
 from ..sampling import Selection
 from ..straggler import parse_straggler
 from .agreement import Agreement, LocalAgreement
@@ -211,13 +211,19 @@ class Engine:
         steps = len(plan.batches)
         x, y = (s.x, s.y) if work is None else (work.x, work.y)
         batches = plan.batches[first:]
-        rows = EpochRows(x, y, order, batches, s.flat_grad.device) if consecutive(batches) else None
+        rows, indices, cut_weights = None, None, None
+        if consecutive(batches):  # each step's rows, indices and weights are views, cut ahead
+            rows = EpochRows(x, y, order, batches, s.flat_grad.device)
+            indices = _cut(order, batches)
+            cut_weights = None if unit else _cut(weights, batches)
         left = zip(batches, plan.totals[first:], strict=True)
         for done, (part, total) in enumerate(left, start=first + 1):
             began = time.perf_counter()
+            at = done - first - 1
             row, traffic = self.step(
-                plan.epoch, order[part], None if unit else weights[part], total, work, rows
-            )
+                plan.epoch, order[part] if indices is None else indices[at],
+                None if unit else (weights[part] if cut_weights is None else cut_weights[at]), total, work, rows,
+            )  # fmt: skip
             report.busy_s += time.perf_counter() - began - self.held_s
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
@@ -319,7 +325,8 @@ class Engine:
         s = self.state
         x, y, scores = (s.x, s.y, s.sampler) if work is None else (work.x, work.y, work)
         t0 = time.perf_counter()
-        self.straggler.wait(self.rank, s.step, self.world)  # a slowed replica's extra time counts as compute
+        if self.straggler.extra_s:  # a slowed replica's extra time counts as compute
+            self.straggler.wait(self.rank, s.step, self.world)
         batch = None if rows is None else rows.next()
         loss, used = backprop_batch(s.model, scores, x, y, idx, weights, s.counters, s.flat_grad, batch)
         t1 = time.perf_counter()
@@ -359,12 +366,14 @@ class Engine:
                 write_flat_params(s.flat_params, pulled, s.counters, s.step_length)
         elif total:
             optimizer_step(s.optimizer, s.counters, s.step_length)
-        # the record's own fields, not a copy: nothing else holds the record
-        row = vars(StepRecord(run=self.run_id, epoch=epoch, step=s.step, rank=self.rank, samples=used, loss=loss,
-                              compute_s=t1 - t0, encode_s=encode_s, comm_s=comm_s, decode_s=decode_s,
-                              staleness=staleness))  # fmt: skip
-        row["wire_bytes"] = sum(r["wire_bytes"] for r in traffic) if traffic else 0
-        row["raw_bytes"] = sum(r["raw_bytes"] for r in traffic) if traffic else 0
+        # a StepRecord's fields in their order, written as a row at once (a test holds the keys to the
+        # record's): building the record first would cost a dataclass's __init__ per step for the same dict
+        row = {"run": self.run_id, "epoch": epoch, "step": s.step, "rank": self.rank, "samples": used, "loss": loss,
+               "compute_s": t1 - t0, "encode_s": encode_s, "comm_s": comm_s, "decode_s": decode_s,
+               "staleness": staleness, "wire_bytes": 0, "raw_bytes": 0}  # fmt: skip
+        if traffic:
+            row["wire_bytes"] = sum(r["wire_bytes"] for r in traffic)
+            row["raw_bytes"] = sum(r["raw_bytes"] for r in traffic)
         s.step += 1
         return row, traffic
 
@@ -448,6 +457,14 @@ class Engine:
         self.state.load_state_dict(state, self.exchange)
         if "throughput" in state:  # a checkpoint from before shares (or a resharded one) measures anew
             self.throughput.load_state_dict(state["throughput"])
+
+
+def _cut(values: torch.Tensor, batches: list[slice]) -> tuple[torch.Tensor, ...]:
+    """``values[b]`` for every batch ``b`` of ``batches`` (consecutive slices), in one ``split``."""
+    if not batches:
+        return ()
+    start, stop = batches[0].start, batches[-1].stop
+    return values[start:stop].split([b.stop - b.start for b in batches])
 
 
 def _finite(loss: float, grad: torch.Tensor) -> bool:

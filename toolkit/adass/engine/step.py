@@ -186,23 +186,96 @@ def flatten_into(tensors: Iterable[torch.Tensor], flat: torch.Tensor) -> None:
 
 class StepLength:
     """The length ``||w_{t+1} - w_t||`` of steps on a flat parameter buffer every parameter is a view
-    of (see :func:`flatten_into`): :meth:`before` copies the buffer into a scratch buffer of the same
-    size, :meth:`after` takes the distance to it. The value is, bit for bit, the norm of the
-    difference of two :func:`flat_params` copies taken before and after: ``torch.dist`` reduces the
-    same differences, in a contiguous buffer of the same length, the same way.
+    of (see :func:`flatten_into`).
 
-    Neither buffer takes part in autograd (the parameters are views through ``.data``), so neither
+    A change the step cannot describe (pulled parameters, another optimizer): :meth:`before` copies
+    the buffer into a scratch buffer of the same size, :meth:`after` takes the distance to it, bit
+    for bit the norm of the difference of two :func:`flat_params` copies.
+
+    A step of torch's SGD with momentum (no Nesterov, no dampening, one group over the flat buffer's
+    parameters, the toolkit's optimizer): :meth:`of_step` reads the length off the step itself.
+    Such a step moves every parameter by ``-lr * buffer`` (weight decay is inside the buffer), so
+    its length is ``lr * ||buffer||``: one norm, where the scratch path costs a copy and a norm of
+    a difference. The momentum buffers are made views of one flat buffer for that (before the
+    first step they hold zeros, and ``0 * momentum + d_p`` is ``d_p``, the first step's buffer bit
+    for bit, so training is unchanged); a loaded optimizer state is copied back into the views.
+    The two lengths differ only by the rounding of ``w - lr * buffer`` (a few units in the last
+    place of the step's values).
+
+    Neither buffer takes part in autograd (the parameters are views through ``.data``), so no
     method needs ``torch.no_grad``, whose switching would cost more than the copy itself."""
 
     def __init__(self, flat: torch.Tensor) -> None:
         self.flat = flat
-        self.scratch = torch.empty_like(flat)
+        self._scratch: torch.Tensor | None = None
+        # (optimizer, its momentum buffer flat, the views its state holds); views None: not SGD as above
+        self._momentum: tuple[torch.optim.Optimizer, torch.Tensor, list[torch.Tensor] | None] | None = None
 
     def before(self) -> None:
-        self.scratch.copy_(self.flat)
+        if self._scratch is None:
+            self._scratch = torch.empty_like(self.flat)
+        self._scratch.copy_(self.flat)
 
     def after(self) -> float:
-        return float(torch.dist(self.flat, self.scratch))
+        return float(torch.dist(self.flat, self._scratch))
+
+    def of_step(self, opt: torch.optim.Optimizer) -> float:
+        """``opt.step()``; returns its length."""
+        momentum = self._momentum
+        if momentum is None or momentum[0] is not opt:
+            momentum = self._momentum = self._momentum_of(opt)
+        views = momentum[2]
+        if views is None:
+            self.before()
+            opt.step()
+            return self.after()
+        group = opt.param_groups[0]
+        if opt.state[group["params"][0]].get("momentum_buffer") is not views[0]:
+            self._bind(opt, views)  # a fresh or loaded state (load_state_dict replaces it whole)
+        opt.step()
+        return group["lr"] * float(torch.linalg.vector_norm(momentum[1]))
+
+    def _momentum_of(self, opt: torch.optim.Optimizer) -> tuple:
+        """``opt`` with a flat momentum buffer and its views, where its step is ``-lr * buffer``."""
+        groups = opt.param_groups
+        group = groups[0]
+        simple = (
+            type(opt) is torch.optim.SGD and len(groups) == 1 and group["momentum"] > 0
+            and group["dampening"] == 0 and not group["nesterov"] and not group["maximize"]
+            and not group.get("fused") and _views_of(group["params"], self.flat)
+        )  # fmt: skip
+        if not simple:
+            return opt, self.flat, None
+        buffer = torch.zeros_like(self.flat)
+        views, offset = [], 0
+        for p in group["params"]:
+            views.append(buffer[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
+        return opt, buffer, views
+
+    @staticmethod
+    def _bind(opt: torch.optim.Optimizer, views: list[torch.Tensor]) -> None:
+        """Make ``opt``'s momentum buffers ``views``, with the values its state holds (zeros where none)."""
+        for p, view in zip(opt.param_groups[0]["params"], views, strict=True):
+            state = opt.state[p]
+            held = state.get("momentum_buffer")
+            if held is None:
+                view.zero_()
+            elif held is not view:
+                view.copy_(held)
+            state["momentum_buffer"] = view
+
+
+def _views_of(params: list[torch.Tensor], flat: torch.Tensor) -> bool:
+    """Whether ``params`` are contiguous views lying one after another over all of ``flat``."""
+    offset = 0
+    size = flat.element_size()
+    for p in params:
+        if (p.dtype != flat.dtype or p.device != flat.device or not p.is_contiguous()
+                or p.data_ptr() != flat.data_ptr() + offset * size):  # fmt: skip
+            return False
+        offset += p.numel()
+    return offset == flat.numel()
 
 
 @torch.no_grad()
@@ -221,8 +294,7 @@ def write_flat_params(
 def optimizer_step(opt: torch.optim.Optimizer, c: Counters, length: StepLength | None = None) -> None:
     """``opt.step()``; with ``length`` (over the parameters ``opt`` steps), add the step's length
     ``||w_{t+1} - w_t||`` to ``c.path``."""
-    if length is not None:
-        length.before()
-    opt.step()
-    if length is not None:
-        c.path += length.after()
+    if length is None:
+        opt.step()
+    else:
+        c.path += length.of_step(opt)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..codecs.base import stable_seed
@@ -113,10 +114,10 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
 @SAMPLERS.register(
     "adass",
     doc="adaptive sample selection by gradient-norm bounds within an error budget",
-    eps=Param(0.2, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
+    eps=Param(0.8, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
     warmup=Param(2, "first epochs on full data", low=0, high=100_000),
     final=Param(1, "last epochs on full data", low=0, high=100_000),
-    min_keep=Param(0.1, "smallest share of the shard kept", low=0.0, high=1.0),
+    min_keep=Param(0.05, "smallest share of the shard kept", low=0.0, high=1.0),
     lipschitz=Param(
         "auto", "smoothness constants L_i", choices=("auto", "exact", "feature", "const", "empirical")
     ),
@@ -127,7 +128,7 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
         0, "every k epochs, forward-only pass over dropped samples (0: never)", low=0, high=100_000
     ),
     resample=Param(
-        0.0,
+        0.5,
         "share of the samples within the budget trained on anyway, drawn at random each epoch with loss "
         "weight 1/share, so the expected gradient is the full one (0: all dropped)",
         low=0.0,
@@ -243,24 +244,28 @@ class AdassSampler(SamplerBase):
             return
         idx = torch.cat([p[0] for p in self.pending]).cpu()
         loss = torch.cat([p[1] for p in self.pending]).detach().float().cpu()
-        path = torch.cat([torch.full((p[0].numel(),), p[2], dtype=torch.float64) for p in self.pending])
+        # each batch's path length, repeated over its samples (one op, not a tensor per batch)
+        sizes = torch.tensor([p[0].numel() for p in self.pending])
+        path = torch.tensor([p[2] for p in self.pending], dtype=torch.float64).repeat_interleave(sizes)
         self.pending = []
         keep = last_visits(idx, self.n)  # a sample seen twice (refresh, then training): its last visit counts
-        idx, loss, path = idx[keep], loss[keep], path[keep]
+        if not bool(keep.all()):
+            idx, loss, path = idx[keep], loss[keep], path[keep]
         self.last_loss[idx] = loss
         root = loss.clamp_min(0).sqrt()
-        back = self.dropped[idx] & ~torch.isnan(self.sqrt_f[idx])  # back from a drop
+        before = self.sqrt_f[idx]  # gathered once: the state at the samples' previous visits
+        seen = ~torch.isnan(before)
+        back = self.dropped[idx] & seen  # back from a drop
         if bool(back.any()):
             i = idx[back]
             floor = torch.tensor(self.path_last_select, dtype=torch.float64)
             since = (path[back] - torch.maximum(self.path_at[i], floor)).clamp_min(0).float()
-            predicted = self.sqrt_f[i] + self.growth[i] + self.drift_rate()[i] * since
+            predicted = before[back] + self.growth[i] + self.drift_rate()[i] * since
             self.returned += int(back.sum())
             self.exceeded += int((root[back] > predicted * (1 + 1e-6)).sum())
         if self.lipschitz == "empirical":
-            seen_before = ~torch.isnan(self.sqrt_f[idx])
-            travelled = path[seen_before] - self.path_at[idx][seen_before]
-            moved = (root[seen_before] - self.sqrt_f[idx][seen_before]).abs()
+            travelled = path[seen] - self.path_at[idx[seen]]
+            moved = (root[seen] - before[seen]).abs()
             ok = travelled > 1e-12
             if bool(ok.any()):
                 self.slopes.append((moved[ok] / travelled[ok]).float())
@@ -281,7 +286,9 @@ class AdassSampler(SamplerBase):
         self.slopes = []
         slopes = self.pooler(local, _SLOPES_KEPT)  # on every replica, even one that observed none
         if slopes.numel():
-            observed = float(torch.quantile(slopes, self.quantile))
+            # NumPy's quantile (linear interpolation, as torch's) selects instead of sorting: 0.35
+            # against 6.8 ms for 100k values on one core, once per selection
+            observed = float(np.quantile(slopes.cpu().numpy(), self.quantile))
             self.slope = max(observed, self.decay * self.slope)
 
     def local_drop(self, bounds: torch.Tensor, eps: float, min_keep: float) -> torch.Tensor:

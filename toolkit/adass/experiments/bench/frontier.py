@@ -4,13 +4,19 @@ on several kinds of data: which method's trade-off curve lies above the others',
 One operating point per sampler cannot say which method is better (a sampler that keeps more
 samples is more accurate and costs more), so every method is run over its main knob:
 
-- ``adass`` over ``eps`` (the share of the total bound that may be dropped),
-- ``adass_resample``: ADASS with half the budget's samples trained on anyway at weight 2
-  (``resample=0.5``, which keeps its guarantee) and one full epoch first, over ``eps``,
+- ``adass`` over ``eps`` (the share of the total bound in the budget) at its other defaults: half
+  of the budget's samples trained on anyway at weight 2 (``resample=0.5``),
+- ``adass_drop``: ADASS dropping its whole budget, every epoch after the warm-up selecting
+  (``resample=0,min_keep=0.1,final=0``), over ``eps``: its cheapest mode, which a short run on
+  noisy labels can pay for (see ``docs/concepts/adass.md``),
 - ``infobatch`` over ``ratio`` (the share of below-mean-loss samples pruned),
 - ``random`` over ``ratio`` (the share kept each epoch),
 - ``selective_backprop`` over ``beta`` (selectivity),
 - ``full`` over the number of epochs (a quarter of the setting's epochs up to all of them).
+
+ADASS's frontier over all of its knobs, ``adass_best``, is no run of its own: at every cost it is
+whichever of ADASS's curves has the higher mean accuracy over the seeds there (each seed then read
+on that curve), and it is compared with every other method as each curve is.
 
 Each point is a whole run in this process with one intra-op thread; the cost is its backprops and
 its training seconds, both as a share of ``full`` at the setting's epochs with the same seed.
@@ -44,6 +50,7 @@ import torch
 
 from ...config import RunConfig
 from ...data import load_dataset
+from ...sampling import SAMPLERS
 from ...tables import markdown_table
 from ..compare import run_one, warm_up
 from . import write_report
@@ -53,18 +60,21 @@ __all__ = ["GRID", "METHODS", "SETTINGS", "compare_frontiers", "frontier_points"
 #: method -> (knob, values, spec of one value); ``full`` sweeps epochs as shares of the setting's
 METHODS: dict[str, tuple[str, tuple[float, ...]]] = {
     "full": ("epochs", (1.0, 0.75, 0.5, 0.25)),  # first: every other run is measured against all epochs
-    "adass": ("eps", (0.1, 0.2, 0.4, 0.6, 0.8)),
-    "adass_resample": ("eps", (0.4, 0.6, 0.8, 0.9)),
+    "adass": ("eps", (0.2, 0.4, 0.6, 0.8, 0.95)),
+    "adass_drop": ("eps", (0.1, 0.2, 0.4, 0.6, 0.8)),
     "infobatch": ("ratio", (0.3, 0.5, 0.7, 0.9)),
     "random": ("ratio", (0.5, 0.7, 0.85)),
     "selective_backprop": ("beta", (0.5, 1.0, 2.0, 3.0)),
 }
 #: methods whose sampler spec is not ``{method}:{knob}={value}``
-SPECS = {"adass_resample": "adass:eps={value:g},warmup=1,resample=0.5"}
+SPECS = {"adass_drop": "adass:eps={value:g},resample=0,min_keep=0.1,final=0"}
+#: ADASS's frontier over all of its knobs: at every cost, whichever of its curves has the higher mean
+#: accuracy over the seeds there (each seed then read on that curve)
+ENVELOPES = {"adass_best": ("adass", "adass_drop")}
 #: the methods each compared with every other (each a table of its own)
-OURS = ("adass", "adass_resample")
-#: where ADASS's defaults sit on its knob
-DEFAULT_EPS = 0.2
+OURS = ("adass", "adass_drop", "adass_best")
+#: where ADASS's defaults sit on its knob (the sampler's registered default, one of ``adass``'s values)
+DEFAULT_EPS = SAMPLERS.resolve("adass")[1]["eps"]
 #: cost levels per comparison
 GRID = 25
 SEEDS = 5
@@ -174,25 +184,56 @@ def frontier_points(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _curve(runs: pd.DataFrame, method: str, cost: str) -> tuple[np.ndarray, np.ndarray]:
-    """A method's knob points on every seed: mean costs ``(k,)`` in increasing order and accuracies ``(seeds, k)``."""
-    mine = runs[runs["method"] == method]
-    costs = mine.groupby("value")[cost].mean().sort_values()
-    acc = mine.pivot_table(index="seed", columns="value", values="test_acc")[costs.index]
+    """A method's knob points on every seed: mean costs ``(k,)`` in increasing order and accuracies
+    ``(seeds, k)``; an envelope's are all its curves' points together."""
+    members = ENVELOPES.get(method, (method,))
+    mine = runs[runs["method"].isin(members)]
+    costs = mine.groupby(["method", "value"])[cost].mean().sort_values()
+    acc = mine.pivot_table(index="seed", columns=["method", "value"], values="test_acc")[costs.index]
     return costs.to_numpy(), acc.to_numpy()
+
+
+def _span(runs: pd.DataFrame, method: str, cost: str) -> tuple[float, float]:
+    """The costs a method's frontier covers (an envelope: from its cheapest curve's start to its
+    dearest one's end)."""
+    spans = [_curve(runs, m, cost)[0] for m in ENVELOPES.get(method, (method,))]
+    return min(x[0] for x in spans), max(x[-1] for x in spans)
+
+
+def _at(runs: pd.DataFrame, method: str, cost: str, grid: np.ndarray) -> np.ndarray:
+    """Every seed's accuracy on ``method``'s frontier at the costs ``grid``: ``(seeds, len(grid))``,
+    NaN where the frontier does not reach. An envelope takes, at each cost, the curve of its
+    members with the highest mean over the seeds there."""
+    members = ENVELOPES.get(method, (method,))
+    values = []
+    for m in members:
+        x, y = _curve(runs, m, cost)
+        on = np.array([np.interp(grid, x, y[s]) for s in range(len(y))])
+        on[:, (grid < x[0]) | (grid > x[-1])] = np.nan
+        values.append(on)
+    if len(values) == 1:
+        return values[0]
+    if len({v.shape[0] for v in values}) > 1:
+        raise ValueError(f"{method}: its curves ran on different numbers of seeds")
+    stacked = np.stack(values)  # (members, seeds, grid)
+    means = np.nan_to_num(stacked.mean(axis=1), nan=-np.inf)  # NaN: the curve does not reach there
+    best = means.argmax(axis=0)
+    return stacked[best, :, np.arange(len(grid))].T
 
 
 def _gap_at_equal_cost(runs: pd.DataFrame, a: str, b: str, cost: str) -> tuple[float, float, int]:
     """Mean over seeds (and its standard error) of ``a``'s accuracy less ``b``'s, averaged over cost
     levels where both frontiers run; the number of seeds (0 where their cost ranges do not overlap)."""
-    xa, ya = _curve(runs, a, cost)
-    xb, yb = _curve(runs, b, cost)
-    low, high = max(xa[0], xb[0]), min(xa[-1], xb[-1])
-    if not high > low or len(ya) != len(yb):
+    (a_low, a_high), (b_low, b_high) = _span(runs, a, cost), _span(runs, b, cost)
+    low, high = max(a_low, b_low), min(a_high, b_high)
+    if not high > low:
         return float("nan"), float("nan"), 0
     grid = np.linspace(low, high, GRID)
-    gaps = np.array(
-        [np.mean(np.interp(grid, xa, ya[s]) - np.interp(grid, xb, yb[s])) for s in range(len(ya))]
-    )
+    ya, yb = _at(runs, a, cost, grid), _at(runs, b, cost, grid)
+    both = ~np.isnan(ya).any(axis=0) & ~np.isnan(yb).any(axis=0)  # an envelope's curves may leave a gap
+    if len(ya) != len(yb) or not both.any():
+        return float("nan"), float("nan"), 0
+    gaps = (ya[:, both] - yb[:, both]).mean(axis=1)
     return float(gaps.mean()), _standard_error(gaps), len(gaps)
 
 
@@ -220,7 +261,7 @@ def _cost_at_equal_accuracy(runs: pd.DataFrame, a: str, b: str, cost: str) -> tu
 def compare_frontiers(runs: pd.DataFrame, ours: str = "adass") -> pd.DataFrame:
     """``ours`` against every other method on one setting: the gaps at equal cost and equal accuracy."""
     rows = []
-    for other in (m for m in METHODS if m != ours):
+    for other in (m for m in METHODS if m != ours and m not in ENVELOPES.get(ours, ())):
         acc_b, se_b, seeds = _gap_at_equal_cost(runs, ours, other, "backprop_frac")
         acc_t, se_t, _ = _gap_at_equal_cost(runs, ours, other, "time_frac")
         cost_b, cost_se = _cost_at_equal_accuracy(runs, ours, other, "backprop_frac")

@@ -101,7 +101,7 @@ SYNTHETIC_HARD = {"data": SAMPLERS_SETTINGS["synthetic-hard"]["data"], "model": 
 #: step, of this one about 49. Measured fp32: 0.888 over seeds 0-2 (the narrow model: 0.886)
 SYNTHETIC_HARD_WIDE = {**SYNTHETIC_HARD, "model": "mlp:hidden=1024"}
 FULL = Plan(
-    "full", 5, dict(SAMPLERS_SETTINGS), MNIST5K, "adass", (2, 4), (2, 4, 8, 16, 32, 63), 1,
+    "full", 5, dict(SAMPLERS_SETTINGS), MNIST5K, "adass:eps=0.2,final=1,resample=0,min_keep=0.1", (2, 4), (2, 4, 8, 16, 32, 63), 1,
     grid_settings={"mnist5k": MNIST5K, "synthetic-hard": SYNTHETIC_HARD},
     rs_settings={"synthetic-hard-wide": SYNTHETIC_HARD_WIDE},
 )  # fmt: skip
@@ -109,14 +109,14 @@ QUICK = Plan(
     "quick", 2, {name: {"lr": 0.1, **o} for name, o in SAMPLERS_QUICK.items()},
     {"data": "synthetic:n=960,d=12,classes=4,test=240", "model": "mlp:hidden=32", "batch_size": 32,
      "lr": 0.1, "epochs": 4},
-    "adass:warmup=1,final=1", (2,), (2, 4, 8), 1, dml_links=["none"],
+    "adass:eps=0.2,warmup=1,final=1,resample=0,min_keep=0.1", (2,), (2, 4, 8), 1, dml_links=["none"],
 )  # fmt: skip
 TINY = Plan(
     "tiny", 1, {"synthetic-tiny": {"data": "synthetic:n=120,d=6,classes=3,test=60", "model": "mlp:hidden=8",
                                    "lr": 0.1, "epochs": 2}},
     {"data": "synthetic:n=160,d=6,classes=3,test=60", "model": "mlp:hidden=8", "batch_size": 32,
      "lr": 0.1, "epochs": 2},
-    "adass:warmup=0,final=0", (2,), (2, 4), 1, grid_workers=2, dml_links=["none"], q_bits=[2, 8],
+    "adass:eps=0.2,warmup=0,final=0,resample=0,min_keep=0.1", (2,), (2, 4), 1, grid_workers=2, dml_links=["none"], q_bits=[2, 8],
     q_strategies=["shared_scale"], rs_ratios=[0.1, 0.01], rs_arms=list(arms.RS_ARMS_NOW),
     psgd_ranks=(1,), psgd_adass_rank=1,  # rank 4 compresses no layer of an 8-unit MLP
 )  # fmt: skip
