@@ -109,7 +109,7 @@ def test_replicas_keep_one_global_budget():
     """Each replica keeps its samples above one threshold: the drop mask over all replicas' bounds
     together is what ``drop_within_budget`` gives for the whole data set."""
     config = RunConfig.from_flat(data="synthetic:n=300,d=6,classes=3,test=50", model="mlp:hidden=8",
-                                 sampler="adass:eps=0.3,warmup=1,final=0,lipschitz=const,min_keep=0.05",
+                                 sampler="adass:eps=0.3,warmup=1,final=0,lipschitz=const,min_keep=0.05,resample=0",
                                  epochs=3, batch_size=32, lr=0.1, seed=5)  # fmt: skip
     ds = load_dataset(config.data.data, seed=5)
     board = AgreementBoard(3)

@@ -61,6 +61,21 @@ def test_threshold_is_the_smallest_kept_bound_of_a_bound_ordered_drop(selection)
     assert selection_threshold(shuffled) is None  # not dropped by bound: no single threshold
 
 
+def test_a_resampled_epoch_has_its_cut_where_everything_above_is_kept():
+    """ADASS with ``resample``: below its cut half the samples come back at random, above it all are kept."""
+    rng = np.random.default_rng(4)
+    bound = np.sort(rng.random(400))
+    kept = np.ones(400, bool)
+    kept[:240] = rng.random(240) < 0.5  # the budget: the 240 smallest bounds, half of them drawn back
+    rows = pd.DataFrame({"bound": rng.permutation(bound), "kept": False})
+    order = np.argsort(rows["bound"].to_numpy())
+    rows.loc[order, "kept"] = kept
+    cut = selection_threshold(rows)
+    highest_dropped = bound[:240][~kept[:240]].max()
+    assert cut == bound[kept & (bound > highest_dropped)].min() and highest_dropped < cut <= bound[240]
+    assert (rows.loc[rows["bound"] >= selection_threshold(rows), "kept"]).all()
+
+
 def test_bound_histogram_counts_every_finite_bound_and_marks_the_threshold(selection):
     frame = selection.copy()
     frame.loc[frame.index[-5:], ["bound", "kept"]] = [np.inf, True]  # never visited, so kept

@@ -74,7 +74,7 @@ def test_qsgd_ring_learns_and_adass_keeps_one_global_budget(cluster, tmp_path):
         seen_during_run.append(store.count("steps"))
 
     config = RunConfig.from_flat(**base, codec="qsgd:bits=8", exchange="ring:strategy=shared_scale",
-                                 sampler="adass:eps=0.3,warmup=1,final=1")  # fmt: skip
+                                 sampler="adass:eps=0.3,warmup=1,final=1,resample=0")  # fmt: skip
     result = train_distributed(
         config, handle=cluster, store=store, progress=progress, checkpoint_dir=tmp_path
     )

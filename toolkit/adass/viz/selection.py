@@ -18,12 +18,20 @@ def latest_epoch(selection: pd.DataFrame) -> pd.DataFrame:
     return selection[selection["epoch"] == selection["epoch"].max()]
 
 
-def selection_threshold(epoch_rows: pd.DataFrame) -> float | None:
-    """The smallest kept bound, when the epoch dropped exactly the samples below it.
+#: a cut is drawn only where at least this share of the kept samples lies above every dropped one
+ABOVE_CUT = 0.1
 
-    ADASS drops the smallest bounds first, so every dropped bound lies at or below every kept one
-    and the threshold is well defined. Policies that drop by other rules (random subsets, loss
-    percentiles), epochs that dropped nothing and empty epochs give ``None``.
+
+def selection_threshold(epoch_rows: pd.DataFrame) -> float | None:
+    """The bound above which the epoch kept every sample: the smallest kept bound above every
+    dropped one.
+
+    ADASS drops the smallest bounds first. Without resampling every dropped bound lies at or below
+    every kept one; with it (``resample=p``, the default) a random part of the samples below the
+    cut is kept too, and everything above it still is. Policies that drop by other rules (random
+    subsets, loss percentiles) leave no such range: fewer than ``ABOVE_CUT`` of their kept samples
+    lie above their highest dropped bound, and they give ``None``, as do epochs that dropped
+    nothing and empty epochs.
     """
     if not len(epoch_rows):
         return None
@@ -32,7 +40,10 @@ def selection_threshold(epoch_rows: pd.DataFrame) -> float | None:
     if kept.all() or not kept.any():
         return None
     lowest_kept, highest_dropped = bound[kept].min(), bound[~kept].max()
-    return float(lowest_kept) if highest_dropped <= lowest_kept else None
+    if highest_dropped <= lowest_kept:
+        return float(lowest_kept)
+    above = kept & (bound > highest_dropped)
+    return float(bound[above].min()) if above.sum() >= ABOVE_CUT * kept.sum() else None
 
 
 def _log_bounds(bound: np.ndarray) -> np.ndarray:
