@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -211,19 +211,14 @@ class Engine:
         steps = len(plan.batches)
         x, y = (s.x, s.y) if work is None else (work.x, work.y)
         batches = plan.batches[first:]
-        rows, indices, cut_weights = None, None, None
-        if consecutive(batches):  # each step's rows, indices and weights are views, cut ahead
-            rows = EpochRows(x, y, order, batches, s.flat_grad.device)
-            indices = _cut(order, batches)
-            cut_weights = None if unit else _cut(weights, batches)
-        left = zip(batches, plan.totals[first:], strict=True)
-        for done, (part, total) in enumerate(left, start=first + 1):
+        # each step's rows (where the batches are consecutive), indices and weights, cut ahead
+        rows = EpochRows(x, y, order, batches, s.flat_grad.device) if consecutive(batches) else None
+        indices = _cut(order, batches)
+        cut_weights = [None] * len(batches) if unit else _cut(weights, batches)
+        left = zip(indices, cut_weights, plan.totals[first:], strict=True)
+        for done, (idx, step_weights, total) in enumerate(left, start=first + 1):
             began = time.perf_counter()
-            at = done - first - 1
-            row, traffic = self.step(
-                plan.epoch, order[part] if indices is None else indices[at],
-                None if unit else (weights[part] if cut_weights is None else cut_weights[at]), total, work, rows,
-            )  # fmt: skip
+            row, traffic = self.step(plan.epoch, idx, step_weights, total, work, rows)
             report.busy_s += time.perf_counter() - began - self.held_s
             report.samples += row["samples"]
             report.loss_sum += row["loss"] * row["samples"]
@@ -459,10 +454,13 @@ class Engine:
             self.throughput.load_state_dict(state["throughput"])
 
 
-def _cut(values: torch.Tensor, batches: list[slice]) -> tuple[torch.Tensor, ...]:
-    """``values[b]`` for every batch ``b`` of ``batches`` (consecutive slices), in one ``split``."""
+def _cut(values: torch.Tensor, batches: list[slice]) -> Sequence[torch.Tensor]:
+    """``values[b]`` for every batch ``b`` of ``batches``: views, in one ``split`` where the batches
+    are consecutive slices."""
     if not batches:
         return ()
+    if not consecutive(batches):
+        return [values[b] for b in batches]
     start, stop = batches[0].start, batches[-1].stop
     return values[start:stop].split([b.stop - b.start for b in batches])
 

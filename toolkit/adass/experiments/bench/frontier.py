@@ -193,21 +193,23 @@ def _curve(runs: pd.DataFrame, method: str, cost: str) -> tuple[np.ndarray, np.n
     return costs.to_numpy(), acc.to_numpy()
 
 
-def _span(runs: pd.DataFrame, method: str, cost: str) -> tuple[float, float]:
-    """The costs a method's frontier covers (an envelope: from its cheapest curve's start to its
+def _curves(runs: pd.DataFrame, method: str, cost: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The curve of each of a method's members (itself, or an envelope's curves), by :func:`_curve`."""
+    return [_curve(runs, m, cost) for m in ENVELOPES.get(method, (method,))]
+
+
+def _span(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """The costs a frontier of ``curves`` covers (an envelope: from its cheapest curve's start to its
     dearest one's end)."""
-    spans = [_curve(runs, m, cost)[0] for m in ENVELOPES.get(method, (method,))]
-    return min(x[0] for x in spans), max(x[-1] for x in spans)
+    return min(x[0] for x, _ in curves), max(x[-1] for x, _ in curves)
 
 
-def _at(runs: pd.DataFrame, method: str, cost: str, grid: np.ndarray) -> np.ndarray:
-    """Every seed's accuracy on ``method``'s frontier at the costs ``grid``: ``(seeds, len(grid))``,
-    NaN where the frontier does not reach. An envelope takes, at each cost, the curve of its
-    members with the highest mean over the seeds there."""
-    members = ENVELOPES.get(method, (method,))
+def _at(method: str, curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> np.ndarray:
+    """Every seed's accuracy on the frontier of ``method``'s ``curves`` at the costs ``grid``:
+    ``(seeds, len(grid))``, NaN where the frontier does not reach. An envelope takes, at each cost,
+    the curve of its members with the highest mean over the seeds there."""
     values = []
-    for m in members:
-        x, y = _curve(runs, m, cost)
+    for x, y in curves:
         on = np.array([np.interp(grid, x, y[s]) for s in range(len(y))])
         on[:, (grid < x[0]) | (grid > x[-1])] = np.nan
         values.append(on)
@@ -224,12 +226,13 @@ def _at(runs: pd.DataFrame, method: str, cost: str, grid: np.ndarray) -> np.ndar
 def _gap_at_equal_cost(runs: pd.DataFrame, a: str, b: str, cost: str) -> tuple[float, float, int]:
     """Mean over seeds (and its standard error) of ``a``'s accuracy less ``b``'s, averaged over cost
     levels where both frontiers run; the number of seeds (0 where their cost ranges do not overlap)."""
-    (a_low, a_high), (b_low, b_high) = _span(runs, a, cost), _span(runs, b, cost)
+    curves_a, curves_b = _curves(runs, a, cost), _curves(runs, b, cost)
+    (a_low, a_high), (b_low, b_high) = _span(curves_a), _span(curves_b)
     low, high = max(a_low, b_low), min(a_high, b_high)
     if not high > low:
         return float("nan"), float("nan"), 0
     grid = np.linspace(low, high, GRID)
-    ya, yb = _at(runs, a, cost, grid), _at(runs, b, cost, grid)
+    ya, yb = _at(a, curves_a, grid), _at(b, curves_b, grid)
     both = ~np.isnan(ya).any(axis=0) & ~np.isnan(yb).any(axis=0)  # an envelope's curves may leave a gap
     if len(ya) != len(yb) or not both.any():
         return float("nan"), float("nan"), 0

@@ -145,8 +145,8 @@ class PlainLoop:
     """The textbook torch training loop over ``config``'s model and optimizer (the toolkit's SGD):
     every epoch a fresh shuffle, and per batch of the configured size a gather, ``zero_grad``,
     forward, mean cross-entropy, backward, ``step`` and the loss's ``item``. Shaped like an
-    :class:`~adass.engine.Engine` for :class:`StepTimer`: ``state.model``, ``state.optimizer`` and
-    ``step``."""
+    :class:`~adass.engine.Engine` for :class:`StepTimer` and the bench's epochs: ``state.model``,
+    ``state.optimizer``, ``step``, ``plan`` and ``run_epoch``."""
 
     def __init__(self, config: RunConfig, dataset: Dataset) -> None:
         self.config = config
@@ -168,7 +168,11 @@ class PlainLoop:
         self.state.counters.backprops += int(idx.numel())
         return loss.item()
 
-    def run_epoch(self, epoch: int) -> None:
+    def plan(self, epoch: int) -> int:
+        """The epoch itself: the loop has nothing to choose."""
+        return epoch
+
+    def run_epoch(self, epoch: int, selection_records: bool = False) -> None:
         set_lr(self.state.optimizer, self.config, epoch)
         batch = self.config.optim.batch_size
         order = torch.randperm(int(self.y.shape[0]), generator=torch.Generator().manual_seed(epoch))
@@ -185,10 +189,7 @@ def _one_run(config: RunConfig, dataset: Dataset, plain: bool = False) -> dict[s
     with StepTimer(engine) as timer:
         start = time.perf_counter()
         for epoch in range(config.optim.epochs):
-            if plain:
-                engine.run_epoch(epoch)
-            else:
-                engine.run_epoch(engine.plan(epoch), selection_records=False)
+            engine.run_epoch(engine.plan(epoch), selection_records=False)
         run_s = time.perf_counter() - start
     return {"steps": timer.steps, "step_s": timer.step_s, "run_s": run_s, "fwd_bwd_s": timer.fwd_bwd_s,
             "optimizer_s": timer.optimizer_s, "backprops": engine.state.counters.backprops}  # fmt: skip
