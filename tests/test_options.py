@@ -60,7 +60,7 @@ def test_infinity_is_allowed_only_where_a_bound_says_so():
 def test_a_plug_in_parameter_is_a_param_parameter_with_the_same_checks():
     eps = SAMPLERS.entry("adass").params["eps"]
     p = eps.parameter()
-    assert isinstance(p, param.Number) and p.bounds == (0.0, 1.0) and p.default == 0.8
+    assert isinstance(p, param.Number) and p.bounds == (0.0, 1.0) and p.default == 0.9
     assert eps.allowed() == allowed(p) == "a number in [0, 1]"
     for raw in ("0.25", 0.25):
         assert eps.convert("s", "eps", raw) == check_value(p, raw, "s", "eps") == 0.25

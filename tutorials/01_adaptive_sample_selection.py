@@ -239,7 +239,7 @@ per_digit = (pd.DataFrame({"digit": digits.y_train.numpy(), "dropped": drop.nump
 # %%
 base = RunConfig.from_flat(data=RAW_DIGITS, model=f"mlp:hidden={HIDDEN}", sampler="full", epochs=EPOCHS,
                            batch_size=64, lr=0.05, seed=0)  # fmt: skip
-ADASS = "adass:eps=0.2,resample=0"  # every sample within the budget dropped: the bound at work alone
+ADASS = "adass:eps=0.2,resample=0,warmup=2"  # every sample within the budget dropped: the bound at work alone
 adass_run = train(base.replace(sampler=ADASS), dataset=digits)
 chosen = adass_run.sink.frame(SelectionRecord)
 adass_eval = adass_run.sink.frame(EvalRecord)

@@ -1,7 +1,7 @@
 """Draw docs/plots/adass_budget.png: the ADASS budget on the bundled digits.
 
 Run from the checkout: ``python docs/figures/adass_budget.py``. It trains the demo MLP on
-``mnist5k`` with ``adass:eps=0.2`` for five epochs (two of warm-up on full data; epoch 2 is the first
+``mnist5k`` with ``adass:eps=0.2,warmup=2,resample=0,min_keep=0.1`` (the budget dropped whole) for five epochs (two of warm-up on full data; epoch 2 is the first
 selecting one) and plots the bounds that epoch's selection saw, smallest first, against the share
 of the total bound sum they hold.
 """
@@ -25,7 +25,7 @@ OUT = Path(__file__).resolve().parents[1] / "plots" / "adass_budget.png"
 
 
 def main() -> None:
-    config = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler=f"adass:eps={EPS}", epochs=5)
+    config = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler=f"adass:eps={EPS},warmup=2,resample=0,min_keep=0.1", epochs=5)
     selection = train(config).sink.frame(SelectionRecord)
     epoch = selection[selection["epoch"] == 2]
     bounds = np.sort(epoch["bound"].to_numpy(dtype=float))

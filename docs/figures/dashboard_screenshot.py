@@ -22,7 +22,7 @@ from playwright.sync_api import sync_playwright
 
 OUT = Path(__file__).resolve().parents[1] / "dashboard.png"
 CHROMIUM = os.environ.get("ADASS_CHROMIUM", "/usr/bin/chromium")
-RUN = {"data": "mnist5k", "model": "mlp:hidden=128", "sampler": "adass:eps=0.2,resample=0,min_keep=0.1", "epochs": "8",
+RUN = {"data": "mnist5k", "model": "mlp:hidden=128", "sampler": "adass:eps=0.2,warmup=2,resample=0,min_keep=0.1", "epochs": "8",
        "replicas": "4", "codec": "qsgd:bits=8"}  # fmt: skip
 
 

@@ -28,7 +28,7 @@ def test_help_lists_every_option_with_allowed_values():
     for flag in ("--data", "--model", "--sampler", "--epochs", "--batch-size", "--lr", "--momentum",
                  "--weight-decay", "--schedule", "--seed", "--out"):  # fmt: skip
         assert flag in train
-    assert "eps=0.8" in train and "selective_backprop" in train and "a number in [0, 1]" in train
+    assert "eps=0.9" in train and "selective_backprop" in train and "a number in [0, 1]" in train
     assert "constant|step|cosine" in train
     assert "--samplers" in run_cli("compare", "--help").stdout
 

@@ -8,7 +8,7 @@ from torch.nn import functional as F
 
 from adass.engine import AgreementBoard, LocalAgreement
 from adass.models import build_model
-from adass.sampling import SAMPLERS, Sampler, build_sampler, drop_within_budget
+from adass.sampling import SAMPLERS, Sampler, build_sampler, draw_chances, drop_within_budget
 
 
 def feed(sampler, indices, losses, path):
@@ -102,6 +102,55 @@ def test_resample_trains_a_random_share_of_the_budget_weighted_up_and_keeps_the_
         drawn.append(extra)
         feed(resampled, torch.arange(400), losses, 1.0)
     assert drawn[0] != drawn[1]
+
+
+def test_draw_chances_follow_the_bounds_capped_at_one_with_the_asked_mean():
+    """Chances in proportion to the bounds where none reaches 1; the largest bounds get 1 and the rest
+    share what is left where some would; an even share ``mix`` sets a floor; no bound at all: even."""
+    bounds = torch.tensor([4.0, 1.0, 1.0, 2.0])
+    assert torch.allclose(draw_chances(bounds, 0.25), bounds / 8)  # mean 0.25: 1 of 4 expected
+    capped = draw_chances(torch.tensor([10.0, 1.0, 1.0, 0.0]), 0.5)  # 2 expected: the 10 certain
+    assert torch.allclose(capped, torch.tensor([1.0, 0.5, 0.5, 0.0]))
+    gen = torch.Generator().manual_seed(1)
+    many = torch.rand(5000, generator=gen) ** 4
+    for mean in (0.1, 0.5, 0.9):
+        for mix in (0.0, 0.2, 1.0):
+            c = draw_chances(many, mean, mix)
+            assert abs(float(c.mean()) - mean) < 1e-5
+            assert float(c.max()) <= 1.0 + 1e-6 and float(c.min()) >= mix * mean - 1e-6
+            below = c < 1.0 - 1e-6  # uncapped chances keep the bounds' order
+            order = torch.argsort(many[below])
+            assert bool((c[below][order].diff() >= -1e-7).all())
+    assert torch.allclose(draw_chances(many, 0.3, 1.0), torch.full((5000,), 0.3))
+    assert torch.allclose(draw_chances(torch.zeros(6), 0.5), torch.full((6,), 0.5))
+
+
+def test_draw_by_bound_weights_each_drawn_sample_by_its_chance_and_is_unbiased():
+    """``draw=bound``: the budget's samples come back with chances that grow with their bounds and
+    weight one over the chance, so over many epochs every sample's mean weight is 1 (the expected
+    gradient is the full one), and small bounds come back less often than large ones."""
+    n, epochs = 300, 400
+    losses = torch.rand(n, generator=torch.Generator().manual_seed(4)) ** 2
+    s = build_sampler(
+        "adass:eps=0.9,warmup=0,final=0,resample=0.5,draw=bound,min_keep=0", n=n, seed=0, epochs=epochs
+    )
+    weight_sum, visits = torch.zeros(n), torch.zeros(n)
+    for epoch in range(epochs):
+        feed(s, torch.arange(n), losses, 1.0)  # the same losses and no travel: the same bounds every epoch
+        sel = s.select(epoch)
+        weight_sum[sel.indices] += sel.weights
+        visits[sel.indices] += 1
+        bounds = s.bounds()
+        if epoch == 0:
+            budget = drop_within_budget(bounds, 0.9, n)
+            assert set(sel.indices.tolist()) >= set(torch.nonzero(~budget).flatten().tolist())
+            assert float(sel.weights.max()) > 2.0  # small chances, large weights
+    mean_weight = weight_sum / epochs
+    assert abs(float(mean_weight.mean()) - 1.0) < 0.02
+    assert float((mean_weight - 1.0).abs().max()) < 0.6
+    share = visits / epochs
+    small, large = losses < torch.quantile(losses, 0.2), (losses > torch.quantile(losses, 0.5)) & budget
+    assert float(share[small].mean()) < float(share[large].mean())
 
 
 def test_warmup_and_final_epochs_use_full_data():

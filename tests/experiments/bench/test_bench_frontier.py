@@ -96,9 +96,18 @@ def test_quick_frontier_bench_runs_every_method_over_its_knob(tmp_path, capsys):
     [
         (
             ["bench", "samplers", "--seeds", "3"],
-            "--seeds: only the frontier and faults suites take it, not 'samplers'",
+            "--seeds: only the frontier, adass_choice and faults suites take it, not 'samplers'",
         ),
         (["bench", "frontier", "--settings", "mnist5k,cifar"], "--settings: 'cifar' is not a setting"),
+        (["bench", "frontier", "--settings", "short-3"], "'short-3' is not a setting of the frontier suite"),
+        (
+            ["bench", "adass_choice", "--settings", "short-3,long"],
+            "'long' is not a setting of the adass_choice",
+        ),
+        (
+            ["bench", "samplers", "--settings", "mnist5k"],
+            "--settings: only the frontier and adass_choice suites",
+        ),
     ],
 )
 def test_frontier_options_are_refused_where_they_mean_nothing(tmp_path, capsys, argv, message):

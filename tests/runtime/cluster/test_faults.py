@@ -180,9 +180,10 @@ def test_a_worker_that_joins_mid_epoch_trains_from_the_next_commit_point(tmp_pat
     from adass.runtime.cluster.worker_processes import dask_processes
 
     with dask_processes(tmp_path / "dask", workers=2) as lab:
+        # two warm-up epochs: epoch 1, where the worker joins, holds all 75 steps
         config = RunConfig.from_flat(**{**BASE, "workers": 2, "epochs": 3, "data": "synthetic:n=2400,d=8,classes=3,test=200"},
                                      scheduler=lab.address, timeout_s=120, max_workers=3, commit_steps=4,
-                                     straggler="0:0.06", sampler="adass")  # fmt: skip
+                                     straggler="0:0.06", sampler="adass:warmup=2")  # fmt: skip
         with connect(lab.address, n_workers=2) as handle:
 
             def start_a_third_worker(record) -> None:

@@ -103,11 +103,13 @@ class BenchOptions(OutputOptions):
         None,
         allow_None=True,
         bounds=(1, 100),
-        doc="frontier and faults only: seeds per point (default 5; faults 3)",
+        doc="frontier, adass_choice and faults only: seeds per point (default 5; faults 3)",
     )
     settings = param.String(
         "",
-        doc="frontier only: the settings to run, comma-separated, of mnist5k, synthetic-hard, vectors-56k, images-32 (default: all)",
+        doc="frontier and adass_choice only: the settings to run, comma-separated (default: all); frontier: mnist5k, "
+        "synthetic-hard, vectors-56k, images-32; adass_choice: those and noisy-4k, short-3, short-6, vectors-56k-20, "
+        "noisy-56k-20",
     )
 
 

@@ -243,7 +243,8 @@ def run_bench(
     ``faults`` suite: a killed worker across a lab at one rate)
     (None: the suite's own; ``powersgd_only``: its PowerSGD arms alone), ``straggler_only`` its
     straggler case alone, ``device`` its replicas on
-    ``cpu`` or ``cuda``; ``seeds`` the ``frontier`` and ``faults`` suites' seeds, ``settings`` the ``frontier`` suite's settings;
+    ``cpu`` or ``cuda``; ``seeds`` the ``frontier``, ``adass_choice`` and ``faults`` suites' seeds, ``settings`` the
+    ``frontier`` and ``adass_choice`` suites' settings;
     other suites refuse them.
     """
     from ..experiments.bench import load_suite
@@ -277,17 +278,16 @@ def run_bench(
         raise SpecError(
             "--against: the equivalence suite needs the git revision to compare with (e.g. HEAD~1)"
         )
-    if seeds and suite not in ("frontier", "faults"):
-        raise SpecError(f"--seeds: only the frontier and faults suites take it, not {suite!r}")
-    if settings and suite != "frontier":
-        raise SpecError(f"--settings: only the frontier suite takes it, not {suite!r}")
+    if seeds and suite not in ("frontier", "adass_choice", "faults"):
+        raise SpecError(f"--seeds: only the frontier, adass_choice and faults suites take it, not {suite!r}")
+    if settings and suite not in ("frontier", "adass_choice"):
+        raise SpecError(f"--settings: only the frontier and adass_choice suites take it, not {suite!r}")
     if settings:
-        from ..experiments.bench.frontier import SETTINGS
-
-        unknown = [name for name in settings.split(",") if name not in SETTINGS]
+        known = load_suite(suite).SETTINGS
+        unknown = [name for name in settings.split(",") if name not in known]
         if unknown:
-            raise SpecError(f"--settings: {unknown[0]!r} is not a setting of the frontier suite; "
-                            f"allowed: {', '.join(SETTINGS)}")  # fmt: skip
+            raise SpecError(f"--settings: {unknown[0]!r} is not a setting of the {suite} suite; "
+                            f"allowed: {', '.join(known)}")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     given = {
         "netlab": netlab,

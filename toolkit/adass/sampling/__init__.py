@@ -1,7 +1,7 @@
 """Sample-selection policies: ``full``, ``random``, ``infobatch``, ``selective_backprop``, ``adass``."""
 
 from . import adass, full, infobatch, random_subset, selective_backprop  # noqa: F401  (registers)
-from .adass import AdassSampler, drop_within_budget, global_dropper, global_pooler
+from .adass import AdassSampler, draw_chances, drop_within_budget, global_dropper, global_pooler
 from .agreement import Agreement
 from .base import SAMPLERS, Sampler, SamplerBase, Selection, shuffled
 from .full import FullSampler
@@ -21,6 +21,7 @@ __all__ = [
     "Selection",
     "SelectiveBackpropSampler",
     "build_sampler",
+    "draw_chances",
     "drop_within_budget",
     "global_dropper",
     "global_pooler",

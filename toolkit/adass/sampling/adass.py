@@ -21,11 +21,16 @@ from ..registry import Param, SpecError
 from .agreement import Agreement
 from .base import SAMPLERS, SamplerBase, Selection, last_visits, shuffled
 
-__all__ = ["AdassSampler", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least"]
+__all__ = [
+    "AdassSampler", "draw_chances", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least",
+]  # fmt: skip
 
 #: ``lipschitz=auto`` by kind of model; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
 AUTO_LIPSCHITZ = {"linear": "exact", "deep": "empirical"}
 
+#: ``draw=bound``: share of every chance spread evenly over the budget's samples, so no weight exceeds
+#: ``1 / (EVEN_SHARE * resample)``; chosen by measurement (docs/concepts/adass.md, "Drawing by the bound")
+EVEN_SHARE = 0.2
 _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations
 
 
@@ -53,6 +58,46 @@ def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch
     count = int((cum <= eps * total).sum())
     drop[order[: min(count, max_drop)]] = True
     return drop
+
+
+def draw_chances(bounds: torch.Tensor, mean: float, mix: float = 0.0) -> torch.Tensor:
+    """Inclusion chances in proportion to ``bounds``, at most 1, averaging ``mean``.
+
+    The chances that make an unbiased estimate (each drawn sample weighted by one over its chance)
+    vary least for a given expected count are proportional to the gradients' norms; the bounds stand
+    in for them. A share ``mix`` of every chance is spread evenly instead, so no chance falls below
+    ``mix * mean`` and no weight above ``1 / (mix * mean)``.
+
+    Parameters
+    ----------
+    bounds : Tensor
+        ``(m,)`` finite, non-negative bounds.
+    mean : float
+        The chances' mean, in ``(0, 1]``.
+    mix : float
+        Share of each chance spread evenly, in ``[0, 1]``.
+    """
+    m = int(bounds.numel())
+    even = torch.full((m,), float(mean))
+    b = bounds.double().clamp_min(0)
+    if m == 0 or mix >= 1 or float(b.sum()) <= 0:
+        return even
+    # water-filling: the largest bounds get chance 1, the rest share what is left in proportion
+    ranked, order = torch.sort(b, descending=True)
+    rest = torch.flip(torch.cumsum(torch.flip(ranked, (0,)), 0), (0,))  # sum of ranked[t:]
+    left = mean * m - torch.arange(m, dtype=torch.float64)  # expected count left after t certain ones
+    fits = (ranked * left <= rest) & (left > 0)
+    top = int(torch.nonzero(fits)[0]) if bool(fits.any()) else m
+    chances = torch.ones(m, dtype=torch.float64)
+    if top < m:
+        scale = float(left[top]) / float(rest[top]) if float(rest[top]) > 0 else 0.0
+        share = (
+            ranked[top:] * scale
+            if scale > 0
+            else torch.full((m - top,), float(left[top]) / (m - top), dtype=torch.float64)
+        )
+        chances[order[top:]] = share.clamp_max(1.0)
+    return (mix * mean + (1 - mix) * chances).float()
 
 
 def global_dropper(agreement: Agreement) -> Callable[[torch.Tensor, float, float], torch.Tensor]:
@@ -114,8 +159,8 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
 @SAMPLERS.register(
     "adass",
     doc="adaptive sample selection by gradient-norm bounds within an error budget",
-    eps=Param(0.8, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
-    warmup=Param(2, "first epochs on full data", low=0, high=100_000),
+    eps=Param(0.9, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
+    warmup=Param(1, "first epochs on full data", low=0, high=100_000),
     final=Param(1, "last epochs on full data", low=0, high=100_000),
     min_keep=Param(0.05, "smallest share of the shard kept", low=0.0, high=1.0),
     lipschitz=Param(
@@ -130,9 +175,16 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     resample=Param(
         0.5,
         "share of the samples within the budget trained on anyway, drawn at random each epoch with loss "
-        "weight 1/share, so the expected gradient is the full one (0: all dropped)",
+        "weight one over the chance (1/share when drawn alike), so the expected gradient is the full one "
+        "(0: all dropped)",
         low=0.0,
         high=0.99,
+    ),
+    draw=Param(
+        "uniform",
+        "how the resampled share is drawn: uniform (every budget sample alike) or bound (chances in "
+        "proportion to the bounds, each weighted by one over its chance)",
+        choices=("uniform", "bound"),
     ),
 )
 class AdassSampler(SamplerBase):
@@ -161,6 +213,7 @@ class AdassSampler(SamplerBase):
         decay: float,
         refresh: int,
         resample: float = 0.0,
+        draw: str = "uniform",
         *,
         n: int,
         seed: int = 0,
@@ -172,6 +225,7 @@ class AdassSampler(SamplerBase):
         super().__init__(n, seed, epochs)
         self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
         self.quantile, self.decay, self.refresh, self.resample = quantile, decay, refresh, resample
+        self.draw = draw
         if lipschitz == "auto":
             lipschitz = AUTO_LIPSCHITZ["linear" if linear else "deep"]
         if lipschitz in ("exact", "feature") and not linear:
@@ -320,9 +374,14 @@ class AdassSampler(SamplerBase):
         weights = torch.ones(self.n)
         if self.resample > 0:  # a random share of the budget's samples trained on, weighted up
             gen = torch.Generator().manual_seed(stable_seed(self.seed, "adass-resample", epoch))
-            drawn = drop & (torch.rand(self.n, generator=gen) < self.resample)
+            chances = torch.zeros(self.n)
+            if self.draw == "bound":
+                chances[drop] = draw_chances(bounds[drop], self.resample, EVEN_SHARE)
+            else:
+                chances[drop] = self.resample
+            drawn = drop & (torch.rand(self.n, generator=gen) < chances)
             drop &= ~drawn
-            weights[drawn] = 1.0 / self.resample
+            weights[drawn] = 1.0 / chances[drawn]
         self.kept = ~drop
         self.dropped |= drop
         order = shuffled(torch.nonzero(self.kept).flatten(), self.seed, epoch)

@@ -24,7 +24,7 @@ from . import write_report
 
 __all__ = ["LIPSCHITZ", "QUANTILES", "SETTINGS", "run", "run_one"]
 #: the budget and full epochs these studies were measured at (the defaults until the budget was raised)
-BASE = "adass:eps=0.2,final=1,resample=0,min_keep=0.1,"
+BASE = "adass:eps=0.2,warmup=2,final=1,resample=0,min_keep=0.1,"
 
 #: name -> run options of the two studies (the tables of docs/concepts/adass.md were measured with these)
 SETTINGS: dict[str, dict] = {

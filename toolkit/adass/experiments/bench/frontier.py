@@ -6,9 +6,9 @@ samples is more accurate and costs more), so every method is run over its main k
 
 - ``adass`` over ``eps`` (the share of the total bound in the budget) at its other defaults: half
   of the budget's samples trained on anyway at weight 2 (``resample=0.5``),
-- ``adass_drop``: ADASS dropping its whole budget, every epoch after the warm-up selecting
-  (``resample=0,min_keep=0.1,final=0``), over ``eps``: its cheapest mode, which a short run on
-  noisy labels can pay for (see ``docs/concepts/adass.md``),
+- ``adass_drop``: ADASS dropping its whole budget, every epoch after two of warm-up selecting
+  (``resample=0,min_keep=0.1,warmup=2,final=0``), over ``eps``: its cheapest mode, which a short
+  run on noisy labels can pay for (see ``docs/concepts/adass.md``),
 - ``infobatch`` over ``ratio`` (the share of below-mean-loss samples pruned),
 - ``random`` over ``ratio`` (the share kept each epoch),
 - ``selective_backprop`` over ``beta`` (selectivity),
@@ -60,14 +60,14 @@ __all__ = ["GRID", "METHODS", "SETTINGS", "compare_frontiers", "frontier_points"
 #: method -> (knob, values, spec of one value); ``full`` sweeps epochs as shares of the setting's
 METHODS: dict[str, tuple[str, tuple[float, ...]]] = {
     "full": ("epochs", (1.0, 0.75, 0.5, 0.25)),  # first: every other run is measured against all epochs
-    "adass": ("eps", (0.2, 0.4, 0.6, 0.8, 0.95)),
+    "adass": ("eps", (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)),
     "adass_drop": ("eps", (0.1, 0.2, 0.4, 0.6, 0.8)),
     "infobatch": ("ratio", (0.3, 0.5, 0.7, 0.9)),
     "random": ("ratio", (0.5, 0.7, 0.85)),
     "selective_backprop": ("beta", (0.5, 1.0, 2.0, 3.0)),
 }
 #: methods whose sampler spec is not ``{method}:{knob}={value}``
-SPECS = {"adass_drop": "adass:eps={value:g},resample=0,min_keep=0.1,final=0"}
+SPECS = {"adass_drop": "adass:eps={value:g},resample=0,min_keep=0.1,warmup=2,final=0"}
 #: ADASS's frontier over all of its knobs: at every cost, whichever of its curves has the higher mean
 #: accuracy over the seeds there (each seed then read on that curve)
 ENVELOPES = {"adass_best": ("adass", "adass_drop")}

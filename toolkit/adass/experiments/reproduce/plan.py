@@ -101,7 +101,7 @@ SYNTHETIC_HARD = {"data": SAMPLERS_SETTINGS["synthetic-hard"]["data"], "model": 
 #: step, of this one about 49. Measured fp32: 0.888 over seeds 0-2 (the narrow model: 0.886)
 SYNTHETIC_HARD_WIDE = {**SYNTHETIC_HARD, "model": "mlp:hidden=1024"}
 FULL = Plan(
-    "full", 5, dict(SAMPLERS_SETTINGS), MNIST5K, "adass:eps=0.2,final=1,resample=0,min_keep=0.1", (2, 4), (2, 4, 8, 16, 32, 63), 1,
+    "full", 5, dict(SAMPLERS_SETTINGS), MNIST5K, "adass:eps=0.2,warmup=2,final=1,resample=0,min_keep=0.1", (2, 4), (2, 4, 8, 16, 32, 63), 1,
     grid_settings={"mnist5k": MNIST5K, "synthetic-hard": SYNTHETIC_HARD},
     rs_settings={"synthetic-hard-wide": SYNTHETIC_HARD_WIDE},
 )  # fmt: skip
