@@ -24,12 +24,11 @@ import pandas as pd
 import torch
 
 from ...config import OptimSection, RunConfig
-from ...data import load_dataset
 from ...metrics import atomic_write_text
 from ...tables import markdown_table
-from ..compare import run_one, warm_up
+from ..compare import run_one
 from . import write_report
-from .frontier import IMAGES, images_npy
+from .frontier import QUICK, seeded_datasets, setting_data
 from .frontier import SETTINGS as FRONTIER
 
 __all__ = ["CANDIDATES", "SETTINGS", "cells", "describe", "run", "summarise"]
@@ -77,13 +76,6 @@ SETTINGS: dict[str, dict] = {
         "epochs": 20,
     },
 }  # fmt: skip
-QUICK: dict[str, dict] = {
-    "synthetic-tiny": {
-        "data": "synthetic:n=400,d=8,classes=3,test=100",
-        "model": "mlp:hidden=16",
-        "epochs": 4,
-    },
-}
 SEEDS = 5
 
 
@@ -91,10 +83,7 @@ def run_setting(name: str, options: dict, data: str, seeds: int, specs: tuple[st
     """Full training and every spec of ``specs``, ``seeds`` seeds, on one setting; a row per run."""
     base = RunConfig.from_flat(**{**options, "data": data}, seed=0, threads=1)
     rows = []
-    for seed in range(seeds):
-        dataset = load_dataset(data, seed=seed)
-        if seed == 0:
-            warm_up(base, dataset)  # no timed run pays for torch's first calls
+    for seed, dataset in seeded_datasets(base, data, seeds):
         for spec in ("full", *specs):
             began = time.perf_counter()
             row = run_one(base.replace(sampler=spec, seed=seed), dataset, label=spec)
@@ -158,10 +147,7 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, settings: 
     frames = []
     try:
         with tempfile.TemporaryDirectory(prefix="adass-choice-") as tmp:
-            for name, options in chosen.items():
-                data = options["data"]
-                if data == "images":
-                    data = f"npy:{images_npy(Path(tmp) / 'images', *IMAGES)}"
+            for name, options, data in setting_data(chosen, Path(tmp)):
                 frames.append(run_setting(name, options, data, seeds, CANDIDATES))
                 # every finished setting kept on disk at once: a later failure loses none of it
                 out_dir.mkdir(parents=True, exist_ok=True)

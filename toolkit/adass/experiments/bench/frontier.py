@@ -42,6 +42,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -49,13 +50,23 @@ import pandas as pd
 import torch
 
 from ...config import RunConfig
-from ...data import load_dataset
+from ...data import Dataset, load_dataset
 from ...sampling import SAMPLERS
 from ...tables import markdown_table
 from ..compare import run_one, warm_up
 from . import write_report
 
-__all__ = ["GRID", "METHODS", "SETTINGS", "compare_frontiers", "frontier_points", "images_npy", "run"]
+__all__ = [
+    "GRID",
+    "METHODS",
+    "SETTINGS",
+    "compare_frontiers",
+    "frontier_points",
+    "images_npy",
+    "run",
+    "seeded_datasets",
+    "setting_data",
+]
 
 #: method -> (knob, values, spec of one value); ``full`` sweeps epochs as shares of the setting's
 METHODS: dict[str, tuple[str, tuple[float, ...]]] = {
@@ -141,15 +152,31 @@ def _spec(method: str, value: float) -> str:
     return "full" if method == "full" else f"{method}:{knob}={value:g}"
 
 
+def setting_data(settings: dict[str, dict], folder: Path) -> Iterator[tuple[str, dict, str]]:
+    """``(name, options, data spec)`` of every setting; the image set is written under ``folder``."""
+    for name, options in settings.items():
+        data = options["data"]
+        if data == "images":
+            data = f"npy:{images_npy(folder / 'images', *IMAGES)}"
+        yield name, options, data
+
+
+def seeded_datasets(base: RunConfig, data: str, seeds: int) -> Iterator[tuple[int, Dataset]]:
+    """``(seed, data set)`` for each of ``seeds`` seeds; before the first is handed out, an untimed
+    run on it (no timed run pays for torch's first calls)."""
+    for seed in range(seeds):
+        dataset = load_dataset(data, seed=seed)
+        if seed == 0:
+            warm_up(base, dataset)
+        yield seed, dataset
+
+
 def run_setting(name: str, options: dict, seeds: int, data: str, progress: bool = True) -> pd.DataFrame:
     """Every method over its knob, ``seeds`` seeds, on one setting; one row per run."""
     epochs = options["epochs"]
     base = RunConfig.from_flat(**{**options, "data": data}, seed=0, threads=1)
     rows = []
-    for seed in range(seeds):
-        dataset = load_dataset(data, seed=seed)
-        if seed == 0:
-            warm_up(base, dataset)  # no timed run pays for torch's first calls
+    for seed, dataset in seeded_datasets(base, data, seeds):
         reference = None
         for method, (knob, values) in METHODS.items():
             for value in values:
@@ -340,10 +367,7 @@ def run(out_dir: Path, quick: bool = False, seeds: int | None = None, settings: 
             f"mean over seeds with its standard error; host with {os.cpu_count()} CPUs.", ""]  # fmt: skip
     try:
         with tempfile.TemporaryDirectory(prefix="adass-frontier-") as tmp:
-            for name, options in chosen.items():
-                data = options["data"]
-                if data == "images":
-                    data = f"npy:{images_npy(Path(tmp) / 'images', *IMAGES)}"
+            for name, options, data in setting_data(chosen, Path(tmp)):
                 runs = run_setting(name, options, seeds, data)
                 points = frontier_points(runs)
                 table = pd.concat([compare_frontiers(runs, ours) for ours in OURS], ignore_index=True)
