@@ -8,6 +8,7 @@ from torch.nn import functional as F
 
 from adass.engine import AgreementBoard, LocalAgreement
 from adass.models import build_model
+from adass.registry import SpecError
 from adass.sampling import SAMPLERS, Sampler, build_sampler, draw_chances, drop_within_budget
 
 
@@ -151,6 +152,40 @@ def test_draw_by_bound_weights_each_drawn_sample_by_its_chance_and_is_unbiased()
     share = visits / epochs
     small, large = losses < torch.quantile(losses, 0.2), (losses > torch.quantile(losses, 0.5)) & budget
     assert float(share[small].mean()) < float(share[large].mean())
+
+
+def test_drop_keeps_the_smallest_bounds_out_and_resamples_the_rest_of_the_budget():
+    """``drop=d``: the samples of the smallest bounds, ``d`` of the total, are never trained on; the
+    rest of the budget comes back at random at weight 1/p; samples outside the budget keep weight 1.
+    Only once a drift rate is measured: before any sample was seen twice, all the budget is resampled."""
+    n = 600
+    gen = torch.Generator().manual_seed(5)
+    losses = torch.rand(n, generator=gen) ** 3
+    s = build_sampler(
+        "adass:eps=0.8,drop=0.2,resample=0.5,warmup=0,final=0,min_keep=0", n=n, seed=0, epochs=4
+    )
+    feed(s, torch.arange(n), losses, 1.0)
+    first = s.select(0)  # no drift rate yet: nothing dropped outright, every budget sample at chance 1/2
+    budget0 = drop_within_budget(s.bounds(), 0.8, n)
+    assert 0.3 * int(budget0.sum()) < int((first.weights == 2.0).sum()) < 0.7 * int(budget0.sum())
+    losses = losses * (1 + 0.1 * torch.rand(n, generator=gen))
+    feed(s, torch.arange(n), losses, 2.0)  # every sample seen twice: a slope to measure
+    bounds = s.bounds()
+    outright, budget = drop_within_budget(bounds, 0.2, n), drop_within_budget(bounds, 0.8, n)
+    assert 0 < int(outright.sum()) < int(budget.sum()) and bool((budget | ~outright).all())  # a prefix of it
+    sel = s.select(1)
+    assert s.slope > 0
+    weight = dict(zip(sel.indices.tolist(), sel.weights.tolist(), strict=True))
+    assert not set(weight) & set(torch.nonzero(outright).flatten().tolist())
+    assert all(weight[i] == 1.0 for i in torch.nonzero(~budget).flatten().tolist())
+    middle = torch.nonzero(budget & ~outright).flatten().tolist()
+    drawn = [i for i in middle if i in weight]
+    assert all(weight[i] == 2.0 for i in drawn) and 0.3 * len(middle) < len(drawn) < 0.7 * len(middle)
+
+
+def test_drop_above_the_budget_is_refused_naming_both():
+    with pytest.raises(SpecError, match=r"drop=0.5 is more than eps=0.3"):
+        build_sampler("adass:eps=0.3,drop=0.5", n=10, seed=0, epochs=2)
 
 
 def test_warmup_and_final_epochs_use_full_data():

@@ -64,3 +64,12 @@ def test_the_docs_name_every_setting_of_the_choice():
         assert name in section
         if name not in adass_choice.FRONTIER:  # the frontier's own are stated on the results page
             assert options["data"] in section and f"{options['epochs']} epochs" in section
+
+
+def test_the_settings_option_names_every_setting_of_both_suites():
+    from adass.cli.command_options import BenchOptions
+    from adass.experiments.bench import frontier
+
+    doc = BenchOptions.param["settings"].doc
+    for name in {*frontier.SETTINGS, *adass_choice.SETTINGS}:
+        assert name in doc

@@ -109,7 +109,7 @@ class BenchOptions(OutputOptions):
         "",
         doc="frontier and adass_choice only: the settings to run, comma-separated (default: all); frontier: mnist5k, "
         "synthetic-hard, vectors-56k, images-32; adass_choice: those and noisy-4k, short-3, short-6, vectors-56k-20, "
-        "noisy-56k-20",
+        "noisy-56k-20, mnist5k-30, mnist5k-logreg",
     )
 
 

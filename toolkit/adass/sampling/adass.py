@@ -180,6 +180,13 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
         low=0.0,
         high=0.99,
     ),
+    drop=Param(
+        0.0,
+        "with resample: share of the total bound whose samples (the smallest bounds) are dropped outright, "
+        "the rest of the budget resampled; at most eps",
+        low=0.0,
+        high=1.0,
+    ),
     draw=Param(
         "uniform",
         "how the resampled share is drawn: uniform (every budget sample alike) or bound (chances in "
@@ -214,6 +221,7 @@ class AdassSampler(SamplerBase):
         refresh: int,
         resample: float = 0.0,
         draw: str = "uniform",
+        drop: float = 0.0,
         *,
         n: int,
         seed: int = 0,
@@ -225,7 +233,11 @@ class AdassSampler(SamplerBase):
         super().__init__(n, seed, epochs)
         self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
         self.quantile, self.decay, self.refresh, self.resample = quantile, decay, refresh, resample
-        self.draw = draw
+        self.draw, self.drop = draw, drop
+        if drop > eps:
+            raise SpecError(
+                f"adass: drop={drop:g} is more than eps={eps:g}; drop is a part of the budget, at most eps"
+            )
         if lipschitz == "auto":
             lipschitz = AUTO_LIPSCHITZ["linear" if linear else "deep"]
         if lipschitz in ("exact", "feature") and not linear:
@@ -373,6 +385,12 @@ class AdassSampler(SamplerBase):
         threshold = float(bounds[~drop].min()) if bool((~drop).any()) else float("nan")
         weights = torch.ones(self.n)
         if self.resample > 0:  # a random share of the budget's samples trained on, weighted up
+            # an outright drop trusts the bound, so it waits for a measured drift rate (a sample seen
+            # twice); the resampled part is unbiased without one
+            trusted = self.lipschitz != "empirical" or self.slope > 0
+            outright = self.dropper(bounds, self.drop, self.min_keep) if self.drop > 0 and trusted else None
+            if outright is not None:  # the smallest bounds' part of the budget stays dropped
+                drop &= ~outright
             gen = torch.Generator().manual_seed(stable_seed(self.seed, "adass-resample", epoch))
             chances = torch.zeros(self.n)
             if self.draw == "bound":
@@ -382,6 +400,8 @@ class AdassSampler(SamplerBase):
             drawn = drop & (torch.rand(self.n, generator=gen) < chances)
             drop &= ~drawn
             weights[drawn] = 1.0 / chances[drawn]
+            if outright is not None:
+                drop |= outright
         self.kept = ~drop
         self.dropped |= drop
         order = shuffled(torch.nonzero(self.kept).flatten(), self.seed, epoch)

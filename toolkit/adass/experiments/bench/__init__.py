@@ -19,7 +19,7 @@ SUITES: dict[str, str] = {
     "frontier": "accuracy against backprops and time for every sampler over its knob, 5 seeds, 4 kinds of data (one compute-bound), with plots",
     "samplers": "every sampler on mnist5k and a hard synthetic set, 10 seeds, with ADASS's matched controls",
     "adass_defaults": "the measurements behind ADASS's quantile and lipschitz=auto defaults",
-    "adass_choice": "ADASS's default budget against the candidates it was chosen over and InfoBatch, 9 settings, 5 seeds",
+    "adass_choice": "ADASS's default budget against the candidates it was chosen over and InfoBatch, 11 settings, 5 seeds",
     "exchange": "codecs x PS/ring: wire bytes, error, simulated and real loopback time",
     "dml": "PS vs ring x codecs on a Dask cluster, P=2/4, 1 Gbit link or none, beside PyTorch DDP; ADASS vs single process",
     "dml_colocated": "PS shards colocated with the replicas vs dedicated server workers, P=4: Dask workers, epoch time",

@@ -2,9 +2,10 @@
 
 Every candidate spec of :data:`CANDIDATES` (ADASS's defaults first, InfoBatch at its own last) runs
 beside full training on every setting of :data:`SETTINGS`, each seed, whole runs in this process
-with one intra-op thread: the four settings of ``adass bench frontier`` and five that look for
-trouble (labels flipped, runs so short that their selecting epochs come at the end, and 56k samples
-trained for 20 epochs, as long runs are).
+with one intra-op thread: the four settings of ``adass bench frontier`` and seven that look for
+trouble (labels flipped, runs so short that their selecting epochs come at the end, 56k samples
+trained for 20 epochs, as long runs are, and the digits trained to their plateau and with a linear
+model).
 
 A cell of the table is the mean test accuracy less full training's of the same seed, in points,
 the standard error of those per-seed differences, and the mean share of full's backprops
@@ -38,6 +39,7 @@ CANDIDATES: tuple[str, ...] = (
     "adass",
     "adass:eps=0.9,resample=0.45",
     "adass:eps=0.9,resample=0.5,draw=bound",
+    "adass:drop=0.1",
     "adass:eps=0.8,resample=0.5,warmup=2",
     "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1",
     "adass:eps=0.2,resample=0,warmup=2,min_keep=0.1",
@@ -51,6 +53,7 @@ NOTES = {
     "adass:eps=0.2,resample=0,warmup=2,min_keep=0.1": "the first defaults",
     "adass:eps=0.9,resample=0.45": "a smaller resampled share",
     "adass:eps=0.9,resample=0.5,draw=bound": "drawn by the bound",
+    "adass:drop=0.1": "a tenth of the bound dropped outright",
     "infobatch": "InfoBatch at its defaults",
 }
 _VECTORS_56K = (
@@ -58,7 +61,7 @@ _VECTORS_56K = (
 )
 _SHORT = {"data": "synthetic:n=2400,d=8,classes=3,test=1000", "model": "mlp:hidden=16", "batch_size": 32,
           "lr": 0.1, "schedule": "constant"}  # fmt: skip
-#: name -> run options: the frontier's settings, then the five that look for trouble
+#: name -> run options: the frontier's settings, then the seven that look for trouble
 SETTINGS: dict[str, dict] = {
     **FRONTIER,
     "noisy-4k": {
@@ -75,6 +78,8 @@ SETTINGS: dict[str, dict] = {
         "data": _VECTORS_56K.format(std=1.0, noise=0.1, hard=0.3), "model": "mlp:hidden=128", "lr": 0.05,
         "epochs": 20,
     },
+    "mnist5k-30": {"data": "mnist5k", "model": "mlp:hidden=128", "lr": 0.05, "epochs": 30},
+    "mnist5k-logreg": {"data": "mnist5k", "model": "logreg", "lr": 0.05, "epochs": 20},
 }  # fmt: skip
 SEEDS = 5
 
