@@ -78,10 +78,9 @@ def draw_chances(bounds: torch.Tensor, mean: float, mix: float = 0.0) -> torch.T
         Share of each chance spread evenly, in ``[0, 1]``.
     """
     m = int(bounds.numel())
-    even = torch.full((m,), float(mean))
     b = bounds.double().clamp_min(0)
     if m == 0 or mix >= 1 or float(b.sum()) <= 0:
-        return even
+        return torch.full((m,), float(mean))
     # water-filling: the largest bounds get chance 1, the rest share what is left in proportion
     ranked, order = torch.sort(b, descending=True)
     rest = torch.flip(torch.cumsum(torch.flip(ranked, (0,)), 0), (0,))  # sum of ranked[t:]
@@ -392,14 +391,16 @@ class AdassSampler(SamplerBase):
             if outright is not None:  # the smallest bounds' part of the budget stays dropped
                 drop &= ~outright
             gen = torch.Generator().manual_seed(stable_seed(self.seed, "adass-resample", epoch))
-            chances = torch.zeros(self.n)
-            if self.draw == "bound":
+            draws = torch.rand(self.n, generator=gen)
+            if self.draw == "bound":  # a chance per sample, and its own weight
+                chances = torch.zeros(self.n)
                 chances[drop] = draw_chances(bounds[drop], self.resample, EVEN_SHARE)
-            else:
-                chances[drop] = self.resample
-            drawn = drop & (torch.rand(self.n, generator=gen) < chances)
+                drawn = drop & (draws < chances)
+                weights[drawn] = 1.0 / chances[drawn]
+            else:  # one chance for all, one weight
+                drawn = drop & (draws < self.resample)
+                weights[drawn] = 1.0 / self.resample
             drop &= ~drawn
-            weights[drawn] = 1.0 / chances[drawn]
             if outright is not None:
                 drop |= outright
         self.kept = ~drop
