@@ -95,7 +95,7 @@ def test_an_sgd_step_length_is_read_off_its_momentum_buffer_and_training_is_unch
     assert state.step_length is not None
     for _ in range(4):  # with momentum, later steps differ from the first
         counters = Counters()
-        optimizer_step(state.optimizer, counters, state.step_length)
+        optimizer_step(state.optimizer, counters, state.step_length, state.flat_sgd)
         expected = _reference_length(twin.model, twin.optimizer.step)
         assert counters.path == pytest.approx(expected, rel=1e-5) and counters.path > 0
         assert torch.equal(state.flat_params, twin.flat_params)
@@ -110,14 +110,14 @@ def test_a_loaded_optimizer_state_goes_back_into_the_flat_momentum_buffer():
     for s in (state, twin):
         s.flat_grad.copy_(torch.randn(s.flat_grad.numel(), generator=torch.Generator().manual_seed(8)))
         for _ in range(2):
-            optimizer_step(s.optimizer, Counters(), s.step_length)
+            optimizer_step(s.optimizer, Counters(), s.step_length, s.flat_sgd)
     saved = state_from_bytes(state_bytes(state.optimizer.state_dict()))
     for _ in range(3):  # moved on, then back to the saved momentum
-        optimizer_step(state.optimizer, Counters(), state.step_length)
+        optimizer_step(state.optimizer, Counters(), state.step_length, state.flat_sgd)
     state.flat_params.copy_(twin.flat_params)
     state.optimizer.load_state_dict(saved)
     counters = Counters()
-    optimizer_step(state.optimizer, counters, state.step_length)
+    optimizer_step(state.optimizer, counters, state.step_length, state.flat_sgd)
     expected = _reference_length(twin.model, twin.optimizer.step)
     assert counters.path == pytest.approx(expected, rel=1e-5)
     assert torch.equal(state.flat_params, twin.flat_params)
@@ -135,9 +135,43 @@ def test_other_optimizers_take_the_two_copy_length_bit_for_bit(make):
         s.flat_grad.copy_(torch.randn(s.flat_grad.numel(), generator=torch.Generator().manual_seed(3)))
     for _ in range(3):
         counters = Counters()
-        optimizer_step(state.optimizer, counters, state.step_length)
+        optimizer_step(state.optimizer, counters, state.step_length, state.flat_sgd)
         assert counters.path == _reference_length(twin.model, twin.optimizer.step) and counters.path > 0
     assert torch.equal(state.flat_params, twin.flat_params)
+
+
+@pytest.mark.parametrize("sampler", ["full", "random:ratio=0.6", "infobatch", "selective_backprop"])
+def test_steps_on_the_flat_buffers_train_bit_for_bit_as_torchs_sgd(sampler):
+    """Two epochs of the engine stepping SGD on its flat buffers against the same run stepped by
+    torch's own SGD, parameters and momentum alike."""
+    runs = []
+    for flat in (True, False):
+        state = state_for(sampler)
+        if not flat:
+            state.flat_sgd = None
+        engine = Engine(state, split=in_order)
+        for epoch in range(2):
+            engine.run_epoch(engine.plan(epoch), selection_records=False)
+        runs.append(state)
+    ours, torchs = runs
+    assert torch.equal(ours.flat_params, torchs.flat_params)
+    momentum = [[s.optimizer.state[p]["momentum_buffer"] for p in s.model.parameters()] for s in runs]
+    assert all(torch.equal(a, b) for a, b in zip(*momentum, strict=True))
+    assert shares_memory(momentum[0], momentum[0][0]._base)  # ours: views of one flat buffer
+    assert not shares_memory(momentum[1], momentum[0][0]._base)
+
+
+def test_gradients_that_are_no_longer_views_step_through_torch():
+    state, twin = state_for("full"), state_for("full")
+    for s in (state, twin):
+        for p in s.model.parameters():
+            p.grad = torch.full_like(p, 0.5)  # fresh tensors, not views of the flat gradient
+    for _ in range(3):
+        optimizer_step(state.optimizer, Counters(), state.step_length, state.flat_sgd)
+        twin.optimizer.step()
+    assert not state.flat_sgd.ready(state.optimizer)
+    assert torch.equal(state.flat_params, twin.flat_params)
+    assert not torch.equal(state.flat_params, state_for("full").flat_params)  # it did step
 
 
 def test_written_parameters_add_their_length_and_a_sampler_without_path_measures_nothing():
@@ -249,6 +283,20 @@ def test_unit_weights_left_out_give_the_same_loss_and_gradient(sampler):
     if sampler == "full":
         losses = F.cross_entropy(states[0].model(states[0].x[idx]), states[0].y[idx], reduction="none")
         assert results[1][0] == float(losses.detach().mean())  # the step's mean loss, bit for bit
+
+
+def test_a_weighted_step_backpropagates_the_weighted_sum_over_the_count_bit_for_bit():
+    state, twin = state_for("full"), state_for("full")
+    gen = torch.Generator().manual_seed(2)
+    idx = torch.randperm(state.n, generator=gen)[:40]
+    weights = torch.where(torch.rand(40, generator=gen) < 0.5, 1.0, 2.0)
+    loss, used = backprop_batch(state.model, state.sampler, state.x, state.y, idx, weights, Counters(),
+                                state.flat_grad)  # fmt: skip
+    losses = F.cross_entropy(twin.model(twin.x[idx]), twin.y[idx], reduction="none")
+    twin.flat_grad.zero_()
+    (losses * weights).sum().div(40).backward()  # the reference: the weighted sum over the count
+    assert used == 40 and torch.equal(state.flat_grad, twin.flat_grad)
+    assert loss == float(losses.detach().mean())  # the record keeps the plain mean loss
 
 
 def test_kept_losses_fold_in_as_writing_every_batch_in_turn():

@@ -1,5 +1,6 @@
 """Sampler invariants: what each policy keeps, and how ADASS bounds behave."""
 
+import doctest
 import math
 
 import pytest
@@ -10,6 +11,9 @@ from adass.engine import AgreementBoard, LocalAgreement
 from adass.models import build_model
 from adass.registry import SpecError
 from adass.sampling import SAMPLERS, Sampler, build_sampler, draw_chances, drop_within_budget
+from adass.sampling import adass as adass_module
+from adass.sampling import base as base_module
+from adass.sampling.adass import keep_at_least
 
 
 def feed(sampler, indices, losses, path):
@@ -58,6 +62,68 @@ def test_drop_within_budget_prefix_property():
         if (~drop).any():  # adding the smallest kept bound would break the budget
             assert dropped + float(bounds[~drop].min()) > eps * total
             assert (float(bounds[drop].max()) if drop.any() else 0.0) <= float(bounds[~drop].min())
+
+
+@pytest.mark.parametrize("module", [adass_module, base_module])
+def test_the_sampling_doctests_hold(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def _stable_smallest(values: torch.Tensor, count: int) -> torch.Tensor:
+    """The first ``count`` of a stable ascending argsort: the rule the cuts follow, equal values in index order."""
+    mask = torch.zeros(values.numel(), dtype=torch.bool)
+    mask[torch.argsort(values, stable=True)[:count]] = True
+    return mask
+
+
+def test_the_budget_and_min_keep_cuts_are_a_stable_sort_s_prefix_with_ties_and_infinities():
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(300):
+        n = int(torch.randint(1, 200, (1,), generator=gen))
+        bounds = (
+            torch.randint(0, 4, (n,), generator=gen).float() if trial % 2 else torch.rand(n, generator=gen)
+        )
+        bounds[torch.rand(n, generator=gen) < 0.1] = math.inf  # never visited
+        eps, max_drop = float(torch.rand(1, generator=gen)), int(torch.randint(0, n + 1, (1,), generator=gen))
+        ranked = bounds[torch.argsort(bounds, stable=True)].double()
+        finite = ranked[torch.isfinite(ranked)]
+        count = int((torch.cumsum(finite, 0) <= eps * finite.sum()).sum())
+        expected = (
+            _stable_smallest(bounds, min(count, max_drop))
+            if max_drop and eps
+            else torch.zeros(n, dtype=torch.bool)
+        )
+        assert torch.equal(drop_within_budget(bounds, eps, max_drop), expected)
+        drop, keep = torch.rand(n, generator=gen) < 0.8, int(torch.randint(0, n + 1, (1,), generator=gen))
+        kept_back = keep_at_least(bounds, drop, keep)
+        if int(drop.sum()) <= n - keep:
+            assert torch.equal(kept_back, drop)
+        else:
+            assert torch.equal(kept_back, _stable_smallest(torch.where(drop, bounds, math.inf), n - keep))
+
+
+def test_observations_fold_in_as_each_sample_s_last_visit():
+    s = adass("adass:warmup=0,final=0", n=12)
+    visits = [(torch.tensor([3, 1, 4]), torch.tensor([0.5, 1.5, 2.5]), 1.0),
+              (torch.tensor([1, 5, 9]), torch.tensor([9.0, 3.0, 0.0]), 2.0),  # sample 1 again: its later visit wins
+              (torch.tensor([3]), torch.tensor([4.0]), 3.0)]  # fmt: skip
+    last: dict[int, tuple[float, float]] = {}
+    for idx, losses, path in visits:
+        feed(s, idx, losses, path)
+        last.update({int(i): (float(f), p) for i, f, p in zip(idx, losses, [path] * len(idx), strict=True)})
+    s.settle()
+    for i in range(12):
+        if i in last:
+            loss, path = last[i]
+            assert (float(s.last_loss[i]), float(s.sqrt_f[i]), float(s.path_at[i])) == (
+                loss,
+                float(torch.tensor(loss).sqrt()),
+                path,
+            )
+            assert float(s.growth[i]) == 0.0 and not bool(s.dropped[i])
+        else:
+            assert math.isnan(float(s.sqrt_f[i])) and math.isnan(float(s.last_loss[i]))
 
 
 def test_eps_zero_keeps_every_sample():

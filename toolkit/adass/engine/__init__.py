@@ -34,6 +34,7 @@ from .result import RunResult, Stop, stop_signal
 from .server import ShardOptimizer, own_shard
 from .step import (
     Counters,
+    FlatSGD,
     StepLength,
     backprop_batch,
     evaluate,
@@ -74,6 +75,7 @@ __all__ = [
     "ShardOptimizer",
     "Split",
     "StepHook",
+    "FlatSGD",
     "StepLength",
     "Stop",
     "TorchAgreement",

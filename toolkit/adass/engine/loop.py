@@ -360,7 +360,7 @@ class Engine:
             if total or not lockstep:  # asynchronous: the others' pushes moved the parameters meanwhile
                 write_flat_params(s.flat_params, pulled, s.counters, s.step_length)
         elif total:
-            optimizer_step(s.optimizer, s.counters, s.step_length)
+            optimizer_step(s.optimizer, s.counters, s.step_length, s.flat_sgd)
         # a StepRecord's fields in their order, written as a row at once (a test holds the keys to the
         # record's): building the record first would cost a dataclass's __init__ per step for the same dict
         row = {"run": self.run_id, "epoch": epoch, "step": s.step, "rank": self.rank, "samples": used, "loss": loss,

@@ -21,7 +21,7 @@ from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
 from ..sampling import SAMPLERS, build_sampler
-from .step import Counters, StepLength, flatten_into, make_optimizer
+from .step import Counters, FlatSGD, StepLength, flatten_into, make_optimizer
 
 __all__ = ["ReplicaState", "replica_seed", "sampler_layout"]
 
@@ -102,6 +102,8 @@ class ReplicaState:
         for p in params:
             p.grad = self.flat_grad[offset : offset + p.numel()].view_as(p)
             offset += p.numel()
+        # the optimizer's step on the two flat buffers (torch's SGD bit for bit, without its per-parameter loop)
+        self.flat_sgd = FlatSGD(self.flat_params, self.flat_grad)
         # step lengths, for ADASS bounds; None where the sampler does not read them
         self.step_length = StepLength(self.flat_params) if getattr(self.sampler, "uses_path", True) else None
         self.counters = Counters()

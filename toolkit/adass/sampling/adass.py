@@ -19,10 +19,11 @@ import torch
 from ..codecs.base import stable_seed
 from ..registry import Param, SpecError
 from .agreement import Agreement
-from .base import SAMPLERS, SamplerBase, Selection, last_visits, shuffled
+from .base import SAMPLERS, SamplerBase, Selection, last_visits, once_each, shuffled
 
 __all__ = [
     "AdassSampler", "draw_chances", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least",
+    "smallest",
 ]  # fmt: skip
 
 #: ``lipschitz=auto`` by kind of model; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
@@ -37,6 +38,11 @@ _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many rec
 def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch.Tensor:
     """Boolean mask of the samples to drop: the longest run of smallest bounds with sum <= eps * total.
 
+    Equal bounds are taken in index order, as a stable sort would rank them. The bounds' values are
+    sorted by NumPy (its vectorised sort: 0.13 against 3.6 ms for torch's stable ``argsort`` of 56k
+    float32 values on one core); which samples hold the values the cut passes is then read off one
+    comparison, so no sort of indices is needed.
+
     Parameters
     ----------
     bounds : Tensor
@@ -47,17 +53,35 @@ def drop_within_budget(bounds: torch.Tensor, eps: float, max_drop: int) -> torch
         At most this many samples are dropped (the ``min_keep`` safeguard).
     """
     n = int(bounds.numel())
-    drop = torch.zeros(n, dtype=torch.bool)
     finite = torch.isfinite(bounds)
     if n == 0 or eps <= 0 or max_drop <= 0 or not bool(finite.any()):
-        return drop
-    order = torch.argsort(torch.where(finite, bounds, torch.inf), stable=True)
-    ranked = bounds[order].double()
-    total = ranked[torch.isfinite(ranked)].sum()
-    cum = torch.cumsum(torch.where(torch.isfinite(ranked), ranked, torch.inf), 0)
-    count = int((cum <= eps * total).sum())
-    drop[order[: min(count, max_drop)]] = True
-    return drop
+        return torch.zeros(n, dtype=torch.bool)
+    values = bounds.detach().cpu()
+    ranked = torch.from_numpy(np.sort(values[finite].numpy())).double()
+    total = ranked.sum()
+    count = int((torch.cumsum(ranked, 0) <= eps * total).sum())
+    return smallest(values, min(count, max_drop))
+
+
+def smallest(values: torch.Tensor, count: int) -> torch.Tensor:
+    """Boolean mask of the ``count`` smallest of ``values`` (no NaN), equal values taken in index
+    order: the first ``count`` of a stable ascending ``argsort``, found by one partition (linear in
+    the size) and two comparisons instead of a sort.
+
+    >>> smallest(torch.tensor([3.0, 1.0, 2.0, 1.0, float("inf")]), 2).tolist()
+    [False, True, False, True, False]
+    >>> smallest(torch.tensor([2.0, 1.0, 2.0, 2.0]), 3).tolist()
+    [True, True, True, False]
+    """
+    a = values.detach().cpu().numpy()
+    n = a.size
+    if count <= 0 or count >= n:
+        return torch.full((n,), count > 0 and n > 0, dtype=torch.bool)
+    cut = np.partition(a, count - 1)[count - 1]
+    mask = a < cut
+    ties = np.flatnonzero(a == cut)[: count - int(mask.sum())]
+    mask[ties] = True
+    return torch.from_numpy(mask)
 
 
 def draw_chances(bounds: torch.Tensor, mean: float, mix: float = 0.0) -> torch.Tensor:
@@ -134,10 +158,7 @@ def keep_at_least(bounds: torch.Tensor, drop: torch.Tensor, keep: int) -> torch.
     max_drop = max(0, int(bounds.numel()) - keep)
     if int(drop.sum()) <= max_drop:
         return drop
-    order = torch.argsort(torch.where(drop, bounds, torch.inf), stable=True)
-    out = torch.zeros_like(drop)
-    out[order[:max_drop]] = True
-    return out
+    return smallest(torch.where(drop, bounds, torch.inf), max_drop)
 
 
 def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.Tensor]:
@@ -304,7 +325,11 @@ class AdassSampler(SamplerBase):
         self.pending.append((indices, losses, path))
 
     def _absorb(self) -> None:
-        """Fold the buffered observations into the per-sample state."""
+        """Fold the buffered observations into the per-sample state.
+
+        Reads and writes by index go through ``index_select`` and ``index_copy_``/``index_fill_``
+        (a few times faster than indexing with a tensor on the CPU), and the samples seen before are
+        picked once; the values are those of indexing, in the same order."""
         if not self.pending:
             return
         idx = torch.cat([p[0] for p in self.pending]).cpu()
@@ -313,31 +338,40 @@ class AdassSampler(SamplerBase):
         sizes = torch.tensor([p[0].numel() for p in self.pending])
         path = torch.tensor([p[2] for p in self.pending], dtype=torch.float64).repeat_interleave(sizes)
         self.pending = []
-        keep = last_visits(idx, self.n)  # a sample seen twice (refresh, then training): its last visit counts
-        if not bool(keep.all()):
+        if not once_each(idx, self.n):  # a sample seen twice (refresh, then training): its last visit counts
+            keep = last_visits(idx, self.n)
             idx, loss, path = idx[keep], loss[keep], path[keep]
-        self.last_loss[idx] = loss
+        self.last_loss.index_copy_(0, idx, loss)
         root = loss.clamp_min(0).sqrt()
-        before = self.sqrt_f[idx]  # gathered once: the state at the samples' previous visits
+        before = self.sqrt_f.index_select(0, idx)  # the state at the samples' previous visits
         seen = ~torch.isnan(before)
-        back = self.dropped[idx] & seen  # back from a drop
+        back = self.dropped.index_select(0, idx) & seen  # back from a drop
         if bool(back.any()):
-            i = idx[back]
+            at = torch.nonzero(back).squeeze(1)
+            i = idx.index_select(0, at)
             floor = torch.tensor(self.path_last_select, dtype=torch.float64)
-            since = (path[back] - torch.maximum(self.path_at[i], floor)).clamp_min(0).float()
-            predicted = before[back] + self.growth[i] + self.drift_rate()[i] * since
-            self.returned += int(back.sum())
-            self.exceeded += int((root[back] > predicted * (1 + 1e-6)).sum())
+            since = (
+                path.index_select(0, at) - torch.maximum(self.path_at.index_select(0, i), floor)
+            ).clamp_min(0)
+            predicted = (before.index_select(0, at) + self.growth.index_select(0, i)
+                         + self.drift_rate().index_select(0, i) * since.float())  # fmt: skip
+            self.returned += int(at.numel())
+            self.exceeded += int((root.index_select(0, at) > predicted * (1 + 1e-6)).sum())
         if self.lipschitz == "empirical":
-            travelled = path[seen] - self.path_at[idx[seen]]
-            moved = (root[seen] - before[seen]).abs()
+            if bool(seen.all()):  # every epoch after the first
+                travelled, moved = path - self.path_at.index_select(0, idx), (root - before).abs()
+            else:
+                at = torch.nonzero(seen).squeeze(1)
+                i = idx.index_select(0, at)
+                travelled = path.index_select(0, at) - self.path_at.index_select(0, i)
+                moved = (root.index_select(0, at) - before.index_select(0, at)).abs()
             ok = travelled > 1e-12
             if bool(ok.any()):
                 self.slopes.append((moved[ok] / travelled[ok]).float())
-        self.dropped[idx] = False
-        self.sqrt_f[idx] = root
-        self.path_at[idx] = path
-        self.growth[idx] = 0.0
+        self.dropped.index_fill_(0, idx, False)
+        self.sqrt_f.index_copy_(0, idx, root)
+        self.path_at.index_copy_(0, idx, path)
+        self.growth.index_fill_(0, idx, 0.0)
 
     # -- selection ------------------------------------------------------------------------
     def _update_growth(self) -> None:
@@ -381,7 +415,9 @@ class AdassSampler(SamplerBase):
             return self.everything(epoch)
         bounds = self.bounds()
         drop = self.dropper(bounds, self.eps, self.min_keep)
-        threshold = float(bounds[~drop].min()) if bool((~drop).any()) else float("nan")
+        threshold = (
+            float(torch.where(drop, torch.inf, bounds).min()) if not bool(drop.all()) else float("nan")
+        )
         weights = torch.ones(self.n)
         if self.resample > 0:  # a random share of the budget's samples trained on, weighted up
             # an outright drop trusts the bound, so it waits for a measured drift rate (a sample seen
@@ -399,14 +435,14 @@ class AdassSampler(SamplerBase):
                 weights[drawn] = 1.0 / chances[drawn]
             else:  # one chance for all, one weight
                 drawn = drop & (draws < self.resample)
-                weights[drawn] = 1.0 / self.resample
+                weights.masked_fill_(drawn, 1.0 / self.resample)
             drop &= ~drawn
             if outright is not None:
                 drop |= outright
         self.kept = ~drop
         self.dropped |= drop
         order = shuffled(torch.nonzero(self.kept).flatten(), self.seed, epoch)
-        return Selection(order, weights[order], None, threshold)
+        return Selection(order, weights.index_select(0, order), None, threshold)
 
     def state_dict(self) -> dict[str, Any]:
         # the state as it is, buffers included: folding them in here would cut the slope estimate's

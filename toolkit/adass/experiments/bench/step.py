@@ -1,10 +1,10 @@
 """``adass bench step``: where a training step's time goes, per sampler, on a 56k-sample MLP setting.
 
 Each sampler trains the engine in one process (a world of one, as ``adass train`` runs it), with
-hooks that time the model's own work inside the engine's steps: every forward of the model (its
-forward pre- and post-hook; a two-pass sampler's probe forward counts), the loss and backward (from
-the end of a forward with gradients to the last gradient accumulated into a parameter), and the
-optimizer step (its pre- and post-step hooks). What is left of the steps' wall time is the
+wrappers that time the model's own work inside the engine's steps: every forward of the model (a
+two-pass sampler's probe forward counts), the loss and backward (from the end of a forward with
+gradients to the end of the backward), and the optimizer step (torch's, or the engine's own on its
+flat buffers, :class:`~adass.engine.FlatSGD`). What is left of the steps' wall time is the
 engine's own: the batch gather, zeroing the gradient, the sampler's ``observe``, the step's length
 (ADASS), the finiteness check and the step's record. ``between_ms`` is the epochs' time outside the
 steps, per step (ADASS's refresh forwards, the sampler's selection bookkeeping, the loop).
@@ -60,7 +60,8 @@ class StepTimer:
     them, in seconds; forwards outside a step (refreshing scores) are not counted.
 
     Each part is timed around the call itself, by wrappers on the engine's ``step``, the model's
-    ``forward``, the optimizer's ``step`` and ``Tensor.backward``; a forward with gradients is timed
+    ``forward``, the optimizer's ``step`` (and :class:`~adass.engine.FlatSGD`'s, which steps it on
+    the flat buffers) and ``Tensor.backward``; a forward with gradients is timed
     on to the end of the backward that follows it, so the loss between the two counts as model work.
     """
 
@@ -75,6 +76,10 @@ class StepTimer:
         engine.step = self._step(engine.step)
         state.model.forward = self._forward(state.model.forward)
         state.optimizer.step = self._timed(state.optimizer.step, self._add_optimizer)
+        flat = getattr(state, "flat_sgd", None)  # the engine's optimizer step on its flat buffers
+        if flat is not None:
+            self._owners.append((flat, "step"))
+            flat.step = self._timed(flat.step, self._add_optimizer)
         torch.Tensor.backward = self._backward_timed()
 
     def _timed(self, call: Callable, add: Callable[[float], None]) -> Callable:
