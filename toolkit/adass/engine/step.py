@@ -231,6 +231,7 @@ class FlatSGD:
 
     def __init__(self, params: torch.Tensor, grad: torch.Tensor) -> None:
         self.params, self.grad = params, grad
+        self._decayed: torch.Tensor | None = None  # the gradient plus weight decay, reused every step
         # (optimizer, flat momentum buffer, its views, the gradient views); views None: torch steps it
         self._bound: tuple[torch.optim.Optimizer, torch.Tensor, list[torch.Tensor] | None, list] | None = None
 
@@ -240,10 +241,11 @@ class FlatSGD:
         bound = self._bound
         if bound is None or bound[0] is not opt:
             bound = self._bound = self._bind_to(opt)
-        grads = bound[3]
-        return bound[2] is not None and all(
-            p.grad is g for p, g in zip(opt.param_groups[0]["params"], grads, strict=True)
-        )
+        groups, grads = opt.param_groups, bound[3]
+        return (
+            bound[2] is not None and len(groups) == 1
+            and all(p.grad is g for p, g in zip(groups[0]["params"], grads, strict=True))
+        )  # fmt: skip
 
     def step(self, opt: torch.optim.Optimizer) -> torch.Tensor:
         """Step ``opt`` (where :meth:`ready` says so); returns the flat momentum buffer, by which every
@@ -252,8 +254,11 @@ class FlatSGD:
         group = opt.param_groups[0]
         if opt.state[group["params"][0]].get("momentum_buffer") is not views[0]:
             self._load(opt, views)  # a fresh or loaded state (load_state_dict replaces it whole)
-        decay = group["weight_decay"]
-        d = self.grad if decay == 0 else self.grad.add(self.params, alpha=decay)
+        decay, d = group["weight_decay"], self.grad
+        if decay != 0:  # the gradient with weight decay, written into a buffer kept for it
+            if self._decayed is None:
+                self._decayed = torch.empty_like(self.grad)
+            d = torch.add(self.grad, self.params, alpha=decay, out=self._decayed)
         buffer.mul_(group["momentum"]).add_(d)
         self.params.add_(buffer, alpha=-group["lr"])
         return buffer
