@@ -241,11 +241,16 @@ class FlatSGD:
         bound = self._bound
         if bound is None or bound[0] is not opt:
             bound = self._bound = self._bind_to(opt)
-        groups, grads = opt.param_groups, bound[3]
-        return (
-            bound[2] is not None and len(groups) == 1
-            and all(p.grad is g for p, g in zip(groups[0]["params"], grads, strict=True))
-        )  # fmt: skip
+        groups = opt.param_groups
+        if bound[2] is None or len(groups) != 1:
+            return False
+        params, grads = groups[0]["params"], bound[3]
+        if len(params) != len(grads):
+            return False
+        for p, g in zip(params, grads, strict=True):  # a plain loop: a generator in all() costs more
+            if p.grad is not g:
+                return False
+        return True
 
     def step(self, opt: torch.optim.Optimizer) -> torch.Tensor:
         """Step ``opt`` (where :meth:`ready` says so); returns the flat momentum buffer, by which every

@@ -366,8 +366,9 @@ class AdassSampler(SamplerBase):
                 travelled = path.index_select(0, at) - self.path_at.index_select(0, i)
                 moved = (root.index_select(0, at) - before.index_select(0, at)).abs()
             ok = travelled > 1e-12
-            if bool(ok.any()):
-                self.slopes.append((moved[ok] / travelled[ok]).float())
+            if bool(ok.any()):  # usually all are, and then no mask is applied
+                both = (moved, travelled) if bool(ok.all()) else (moved[ok], travelled[ok])
+                self.slopes.append((both[0] / both[1]).float())
         self.dropped.index_fill_(0, idx, False)
         self.sqrt_f.index_copy_(0, idx, root)
         self.path_at.index_copy_(0, idx, path)
