@@ -174,6 +174,13 @@ def test_gradients_that_are_no_longer_views_step_through_torch():
     assert not torch.equal(state.flat_params, state_for("full").flat_params)  # it did step
 
 
+def test_a_second_parameter_group_steps_through_torch():
+    state = state_for("full")
+    assert state.flat_sgd.ready(state.optimizer)
+    state.optimizer.add_param_group({"params": [torch.nn.Parameter(torch.zeros(2))]})
+    assert not state.flat_sgd.ready(state.optimizer)
+
+
 def test_written_parameters_add_their_length_and_a_sampler_without_path_measures_nothing():
     state = state_for()
     pulled = torch.randn(state.flat_params.numel(), generator=torch.Generator().manual_seed(4))
