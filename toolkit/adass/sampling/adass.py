@@ -19,7 +19,7 @@ import torch
 from ..codecs.base import stable_seed
 from ..registry import Param, SpecError
 from .agreement import Agreement
-from .base import SAMPLERS, SamplerBase, Selection, last_visits, once_each, shuffled
+from .base import SAMPLERS, SamplerBase, Selection, last_only, shuffled
 
 __all__ = [
     "AdassSampler", "draw_chances", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least",
@@ -338,9 +338,8 @@ class AdassSampler(SamplerBase):
         sizes = torch.tensor([p[0].numel() for p in self.pending])
         path = torch.tensor([p[2] for p in self.pending], dtype=torch.float64).repeat_interleave(sizes)
         self.pending = []
-        if not once_each(idx, self.n):  # a sample seen twice (refresh, then training): its last visit counts
-            keep = last_visits(idx, self.n)
-            idx, loss, path = idx[keep], loss[keep], path[keep]
+        # a sample seen twice (refresh, then training): its last visit counts
+        idx, loss, path = last_only(idx, self.n, loss, path)
         self.last_loss.index_copy_(0, idx, loss)
         root = loss.clamp_min(0).sqrt()
         before = self.sqrt_f.index_select(0, idx)  # the state at the samples' previous visits

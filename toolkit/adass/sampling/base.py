@@ -12,7 +12,16 @@ from ..codecs.base import stable_seed
 from ..registry import Registry
 from .agreement import Agreement
 
-__all__ = ["SAMPLERS", "Sampler", "SamplerBase", "Selection", "last_visits", "once_each", "shuffled"]
+__all__ = [
+    "SAMPLERS",
+    "Sampler",
+    "SamplerBase",
+    "Selection",
+    "last_only",
+    "last_visits",
+    "once_each",
+    "shuffled",
+]
 
 
 @dataclass
@@ -130,6 +139,20 @@ def once_each(indices: torch.Tensor, n: int) -> bool:
     return indices.numel() == 0 or int(torch.bincount(indices, minlength=n).max()) <= 1
 
 
+def last_only(indices: torch.Tensor, n: int, *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``indices`` (positions among ``n``) and ``values`` (one entry per index) kept where they are
+    their sample's last visit: as given where no position repeats (:func:`once_each`), so a write by
+    ``index_copy_`` afterwards sees each sample once, its latest value.
+
+    >>> [t.tolist() for t in last_only(torch.tensor([3, 1, 3]), 4, torch.tensor([0.5, 1.5, 2.5]))]
+    [[1, 3], [1.5, 2.5]]
+    """
+    if once_each(indices, n):
+        return (indices, *values)
+    keep = last_visits(indices, n)
+    return (indices[keep], *(v[keep] for v in values))
+
+
 class SamplerBase:
     """Shared plumbing: a shard of ``n`` samples, the run seed, last-seen losses for ``bounds()``.
 
@@ -168,11 +191,8 @@ class SamplerBase:
         idx = torch.cat([i for i, _ in self._seen])
         losses = torch.cat([f for _, f in self._seen]).float().cpu()
         self._seen = []
-        if once_each(idx, self.n):  # the usual epoch: one write by index, no mask
-            self._last_loss.index_copy_(0, idx, losses)
-            return
-        latest = last_visits(idx, self.n)
-        self._last_loss[idx[latest]] = losses[latest]
+        idx, losses = last_only(idx, self.n, losses)
+        self._last_loss.index_copy_(0, idx, losses)
 
     def observe(self, indices: torch.Tensor, losses: torch.Tensor, extras: Mapping[str, Any]) -> None:
         self._seen.append((indices, losses.detach()))
