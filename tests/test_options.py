@@ -68,6 +68,16 @@ def test_a_plug_in_parameter_is_a_param_parameter_with_the_same_checks():
     assert isinstance(depth.parameter(), param.Selector) and depth.convert("model", "depth", "20") == 20
 
 
+def test_a_count_or_auto_takes_the_word_or_an_integer_within_its_bounds():
+    final = Param("auto", "last epochs", low=0, high=10, kind=int)
+    assert final.allowed() == "auto or an integer in [0, 10]"
+    read = [final.convert("s", "final", raw) for raw in ("auto", " AUTO ", "3", 0, 10)]
+    assert read == ["auto", "auto", 3, 0, 10]
+    for raw in ("11", "-1", "2.5", "x", ""):
+        with pytest.raises(SpecError, match="expected auto or an integer in \\[0, 10\\]$"):
+            final.convert("s", "final", raw)
+
+
 def test_run_options_and_plug_in_parameters_describe_bounds_alike():
     lr = options(OptimSection)["lr"]
     same = Param(0.05, low=1e-8, high=100.0)

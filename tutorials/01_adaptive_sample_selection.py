@@ -231,7 +231,8 @@ per_digit = (pd.DataFrame({"digit": digits.y_train.numpy(), "dropped": drop.nump
 # slope of $\sqrt{f_i}$ against path length, observed on samples that were visited twice.
 #
 # Safeguards keep the first `warmup` epochs and the last `final` epochs on the full data (there are
-# no scores before the first visit, and the last epoch polishes on everything), and never keep
+# no scores before the first visit, and the last epoch polishes on everything; `final=auto`, the
+# default, keeps one only where the learning rate has not decayed by then), and never keep
 # less than `min_keep` of the shard. By default ADASS also trains half of the samples within the
 # budget anyway, at weight 2 (`resample=0.5`), so that the expected gradient is the full one; the
 # run below turns that off (`resample=0`) to show the bound at work alone.
@@ -239,7 +240,7 @@ per_digit = (pd.DataFrame({"digit": digits.y_train.numpy(), "dropped": drop.nump
 # %%
 base = RunConfig.from_flat(data=RAW_DIGITS, model=f"mlp:hidden={HIDDEN}", sampler="full", epochs=EPOCHS,
                            batch_size=64, lr=0.05, seed=0)  # fmt: skip
-ADASS = "adass:eps=0.2,resample=0,warmup=2"  # every sample within the budget dropped: the bound at work alone
+ADASS = "adass:eps=0.2,resample=0,warmup=2,final=1"  # every sample within the budget dropped: the bound at work alone
 adass_run = train(base.replace(sampler=ADASS), dataset=digits)
 chosen = adass_run.sink.frame(SelectionRecord)
 adass_eval = adass_run.sink.frame(EvalRecord)

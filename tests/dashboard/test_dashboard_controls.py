@@ -67,6 +67,12 @@ def test_spec_options_offer_the_registered_names_and_their_parameters():
     assert len(eps) == 1 and (eps[0].start, eps[0].end) == (0.0, 1.0)  # the CLI's bounds
     sampler.values.eps = 0.3  # a parameter widget writes the spec back
     assert controls.values()["sampler"] == "adass:eps=0.3"
+    final = [w for w in sampler.widgets() if w.name == "Final"]  # a count or auto: a text box
+    assert len(final) == 1 and final[0].value == "auto"
+    final[0].value = "2"
+    assert controls.values()["sampler"] == "adass:eps=0.3,final=2"
+    controls.set(sampler="adass:final=0")  # typed text shows in the box
+    assert [w.value for w in controls.editors["sampler"].widgets() if w.name == "Final"] == ["0"]
     controls.set(codec="qsgd:bits=4")  # typed text moves the widgets
     assert controls.editors["codec"].name.value == "qsgd" and controls.editors["codec"].values.bits == 4
     controls.set(codec="randk:ratio=0.01+qsgd:bits=8", workers=2)  # beyond one entry: text only

@@ -262,6 +262,42 @@ def test_warmup_and_final_epochs_use_full_data():
     assert min(sizes[2:5]) < 80
 
 
+@pytest.mark.parametrize(
+    "schedule, epochs, last_full",
+    [
+        ("constant", 8, True),
+        ("cosine", 4, True),
+        ("cosine", 5, False),
+        ("cosine", 30, False),
+        ("step", 8, False),
+    ],
+)
+def test_final_auto_keeps_a_full_last_epoch_only_where_the_learning_rate_has_not_decayed(
+    tiny_config, schedule, epochs, last_full
+):
+    from adass.data import load_dataset
+    from adass.engine import ReplicaState
+
+    config = tiny_config.replace(sampler="adass", schedule=schedule, epochs=epochs)
+    data = load_dataset(config.data.data)
+    state = ReplicaState.whole(config, data)  # the run's own path to the sampler
+    s = state.sampler
+    feed(s, torch.arange(s.n), torch.rand(s.n, generator=torch.Generator().manual_seed(0)) ** 4, 0.5)
+    for epoch in range(epochs - 1):
+        s.select(epoch)
+    assert (len(s.select(epochs - 1)) == s.n) is last_full
+    # a count given names the epochs whatever the schedule
+    fixed = ReplicaState.whole(config.replace(sampler="adass:final=2"), data).sampler
+    assert fixed.full_epoch(epochs - 2) and fixed.full_epoch(epochs - 1)
+
+
+@pytest.mark.parametrize("raw", ["x", "-1", "1.5", "autos"])
+def test_final_takes_a_count_or_auto_and_names_both_when_refused(raw):
+    with pytest.raises(SpecError, match=rf"^sampler 'adass:final={raw}': final=.* is not allowed; expected auto or an "
+                                        r"integer in \[0, 100000\]$"):  # fmt: skip
+        build_sampler(f"adass:final={raw}", n=10, seed=0, epochs=2)
+
+
 @pytest.mark.parametrize("lipschitz", ["empirical", "const", "exact"])
 def test_dropped_bounds_never_shrink_until_visited(lipschitz):
     n = 300

@@ -18,6 +18,8 @@ from typing import Any
 import param
 
 __all__ = [
+    "AUTO",
+    "AutoInteger",
     "Param",
     "SpecError",
     "allowed",
@@ -35,6 +37,21 @@ FALSE_WORDS = ("0", "false", "no", "off")
 
 class SpecError(ValueError):
     """A spec string or option value that cannot be used; the message is one line for the user."""
+
+
+#: the word an :class:`AutoInteger` takes for "the owner decides"
+AUTO = "auto"
+
+
+class AutoInteger(param.Parameter):
+    """An integer within ``bounds``, or the word ``auto``: the owner chooses the count itself."""
+
+    __slots__ = ["bounds"]
+
+    def __init__(self, default: Any = AUTO, *, bounds: tuple[float | None, float | None] = (None, None),
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(default=default, **kwargs)
+        self.bounds = bounds
 
 
 def parse_bool(raw: Any) -> bool:
@@ -109,6 +126,8 @@ def parse(p: param.Parameter, raw: Any) -> Any:
     or TypeError when it cannot be read as one."""
     if isinstance(p, param.Boolean):
         return parse_bool(raw)
+    if isinstance(p, AutoInteger):
+        return AUTO if isinstance(raw, str) and raw.strip().lower() == AUTO else parse_int(raw)
     if isinstance(p, param.Integer):
         return parse_int(raw)
     if isinstance(p, param.Number):
@@ -133,6 +152,8 @@ def _within_bounds(p: param.Number, value: float) -> bool:
 
 def within(p: param.Parameter, value: Any) -> bool:
     """Whether a parsed value lies in the parameter's bounds or choices."""
+    if isinstance(p, AutoInteger):
+        return value == AUTO or _within_bounds(p, value)
     if isinstance(p, param.Number) and not isinstance(p, param.Boolean):
         return _within_bounds(p, value)
     if isinstance(p, param.Selector):
@@ -161,6 +182,8 @@ def allowed(p: param.Parameter) -> str:
         return "one of " + "|".join(map(str, p.objects))
     if isinstance(p, param.Boolean):
         return "true|false"
+    if isinstance(p, AutoInteger):
+        return f"{AUTO} or an integer in {_interval(p.bounds)}"
     if isinstance(p, param.Number):
         kind = "an integer" if isinstance(p, param.Integer) else "a number"
         bounds = p.bounds or (None, None)
@@ -215,7 +238,7 @@ class Param:
     """One parameter of a plug-in, declared in a line: default, bounds or choices, and a one-line doc.
 
     The type is taken from ``default`` unless ``kind`` is given (``int``, ``float``, ``bool``,
-    ``str``). :meth:`parameter` gives the equivalent ``param.Parameter``, which is what values are
+    ``str``); a default of ``"auto"`` with ``kind=int`` declares an :class:`AutoInteger`. :meth:`parameter` gives the equivalent ``param.Parameter``, which is what values are
     checked against, so plug-in parameters and run options share one parser and one bounds check.
 
     Examples
@@ -243,6 +266,8 @@ class Param:
         if self.choices is not None:
             return param.Selector(default=self.default, objects=list(self.choices), doc=self.doc)
         kind = self.type
+        if kind is int and self.default == AUTO:
+            return AutoInteger(AUTO, bounds=(self.low, self.high), doc=self.doc)
         if kind is bool:
             return param.Boolean(self.default, doc=self.doc)
         if kind is int:

@@ -13,6 +13,7 @@ from typing import Any
 import panel as pn
 import param
 
+from ..options import AutoInteger
 from ..registry import Entry, Registry, SpecError
 
 __all__ = ["SpecEditor", "widget_type"]
@@ -75,6 +76,9 @@ class SpecEditor:
             self.params.objects = [pn.pane.Markdown("*a spec beyond one entry: edit it as text above*")]
             return
         self.entry = entry
+        # a count or ``auto`` is edited as text in a text box
+        texts = {k for k, p in entry.params.items() if isinstance(p.definition, AutoInteger)}
+        values = {k: str(v) if k in texts else v for k, v in values.items()}
         self.values = entry.parameterized()(**values)
         self.values.param.watch(self._edited, list(entry.params))
         self._busy = True

@@ -21,7 +21,7 @@ from ..devices import run_device
 from ..exchange import Exchange
 from ..models import build_model, is_linear
 from ..sampling import SAMPLERS, build_sampler
-from .step import Counters, FlatSGD, StepLength, flatten_into, make_optimizer
+from .step import Counters, FlatSGD, StepLength, flatten_into, lr_at, make_optimizer
 
 __all__ = ["ReplicaState", "replica_seed", "sampler_layout"]
 
@@ -87,6 +87,7 @@ class ReplicaState:
         self.sampler = build_sampler(
             config.sampler.sampler, n=shard.n, seed=sampler_seed, epochs=o.epochs,
             feature_sq_norms=squared_norms(self.x), linear=is_linear(self.model),
+            last_lr=lr_at(1.0, o.schedule, o.epochs - 1, o.epochs) / lr_at(1.0, o.schedule, 0, o.epochs),
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
         # every parameter is a view of one flat buffer: a step's length is one copy before it and one

@@ -31,5 +31,6 @@ __all__ = [
 
 def build_sampler(spec: str, **context: object) -> Sampler:
     """Build a sampler from its spec; ``context`` carries ``n``, ``seed``, ``epochs`` and, for
-    ``adass``, ``feature_sq_norms`` and ``linear``."""
+    ``adass``, ``feature_sq_norms``, ``linear`` and ``last_lr`` (the last epoch's learning rate as a
+    share of the first's)."""
     return SAMPLERS.build(spec, **context)

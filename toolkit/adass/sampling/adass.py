@@ -17,13 +17,14 @@ import numpy as np
 import torch
 
 from ..codecs.base import stable_seed
+from ..options import AUTO
 from ..registry import Param, SpecError
 from .agreement import Agreement
 from .base import SAMPLERS, SamplerBase, Selection, last_only, shuffled
 
 __all__ = [
-    "AdassSampler", "draw_chances", "drop_within_budget", "global_dropper", "global_pooler", "keep_at_least",
-    "smallest",
+    "AdassSampler", "FINAL_LR_SHARE", "draw_chances", "drop_within_budget", "final_epochs", "global_dropper",
+    "global_pooler", "keep_at_least", "smallest",
 ]  # fmt: skip
 
 #: ``lipschitz=auto`` by kind of model; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
@@ -32,6 +33,9 @@ AUTO_LIPSCHITZ = {"linear": "exact", "deep": "empirical"}
 #: ``draw=bound``: share of every chance spread evenly over the budget's samples, so no weight exceeds
 #: ``1 / (EVEN_SHARE * resample)``; chosen by measurement (docs/concepts/adass.md, "Drawing by the bound")
 EVEN_SHARE = 0.2
+#: ``final=auto``: a last full epoch where the last epoch's learning rate is at least this share of the
+#: first's; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
+FINAL_LR_SHARE = 0.1
 _SLOPES_KEPT = 100_000  # the slope quantile is taken over at most this many recent observations
 
 
@@ -82,6 +86,23 @@ def smallest(values: torch.Tensor, count: int) -> torch.Tensor:
     ties = np.flatnonzero(a == cut)[: count - int(mask.sum())]
     mask[ties] = True
     return torch.from_numpy(mask)
+
+
+def final_epochs(final: int | str, last_lr: float | None) -> int:
+    """How many last epochs train on full data: ``final`` where it is a count; for ``auto``, one where
+    the run's last epoch keeps at least :data:`FINAL_LR_SHARE` of its first learning rate (``last_lr``,
+    that share; None where the run did not say), none where the schedule decayed further.
+
+    A resampled epoch's steps are noisier than full data's (fewer of them, half the budget's
+    samples at weight two), and the last iterate keeps the noise of its last steps in proportion to
+    their learning rate: a decayed rate damps it, a constant one does not.
+
+    >>> final_epochs("auto", 1.0), final_epochs("auto", 0.038), final_epochs("auto", None), final_epochs(2, 0.0)
+    (1, 0, 1, 2)
+    """
+    if final != AUTO:
+        return int(final)
+    return 1 if last_lr is None or last_lr >= FINAL_LR_SHARE else 0
 
 
 def draw_chances(bounds: torch.Tensor, mean: float, mix: float = 0.0) -> torch.Tensor:
@@ -181,7 +202,15 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     doc="adaptive sample selection by gradient-norm bounds within an error budget",
     eps=Param(0.9, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
     warmup=Param(1, "first epochs on full data", low=0, high=100_000),
-    final=Param(1, "last epochs on full data", low=0, high=100_000),
+    final=Param(
+        "auto",
+        "last epochs on full data; auto: one where the run's last epoch keeps at least a tenth of its first "
+        "learning rate (a constant schedule, cosine over 4 epochs or fewer), none where the schedule has "
+        "decayed further",
+        low=0,
+        high=100_000,
+        kind=int,
+    ),
     min_keep=Param(0.05, "smallest share of the shard kept", low=0.0, high=1.0),
     lipschitz=Param(
         "auto", "smoothness constants L_i", choices=("auto", "exact", "feature", "const", "empirical")
@@ -232,7 +261,7 @@ class AdassSampler(SamplerBase):
         self,
         eps: float,
         warmup: int,
-        final: int,
+        final: int | str,
         min_keep: float,
         lipschitz: str,
         L: float,
@@ -248,10 +277,12 @@ class AdassSampler(SamplerBase):
         epochs: int = 1,
         feature_sq_norms: torch.Tensor | None = None,
         linear: bool = False,
+        last_lr: float | None = None,
         **_: object,
     ) -> None:
         super().__init__(n, seed, epochs)
-        self.eps, self.warmup, self.final, self.min_keep = eps, warmup, final, min_keep
+        self.eps, self.warmup, self.min_keep = eps, warmup, min_keep
+        self.final = final_epochs(final, last_lr)
         self.quantile, self.decay, self.refresh, self.resample = quantile, decay, refresh, resample
         self.draw, self.drop = draw, drop
         if drop > eps:

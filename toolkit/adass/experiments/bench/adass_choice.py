@@ -37,23 +37,25 @@ __all__ = ["CANDIDATES", "SETTINGS", "cells", "describe", "run", "summarise"]
 #: the specs compared with full training: the defaults, the earlier defaults, cheaper and other draws
 CANDIDATES: tuple[str, ...] = (
     "adass",
-    "adass:eps=0.9,resample=0.45",
-    "adass:eps=0.9,resample=0.5,draw=bound",
+    "adass:final=1",
+    "adass:final=0",
+    "adass:final=0,draw=bound",
     "adass:drop=0.1",
-    "adass:eps=0.8,resample=0.5,warmup=2",
+    "adass:eps=0.8,resample=0.5,warmup=2,final=1",
     "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1",
-    "adass:eps=0.2,resample=0,warmup=2,min_keep=0.1",
+    "adass:eps=0.2,resample=0,warmup=2,final=1,min_keep=0.1",
     "infobatch",
 )
 #: where each was the default, or why it is a candidate (a column of the table)
 NOTES = {
     "adass": "the defaults",
-    "adass:eps=0.8,resample=0.5,warmup=2": "the defaults before",
-    "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1": "the budget dropped whole: the cheapest",
-    "adass:eps=0.2,resample=0,warmup=2,min_keep=0.1": "the first defaults",
-    "adass:eps=0.9,resample=0.45": "a smaller resampled share",
-    "adass:eps=0.9,resample=0.5,draw=bound": "drawn by the bound",
+    "adass:final=1": "the defaults before: a full last epoch always",
+    "adass:final=0": "never a full last epoch",
+    "adass:final=0,draw=bound": "drawn by the bound, never a full last epoch",
     "adass:drop=0.1": "a tenth of the bound dropped outright",
+    "adass:eps=0.8,resample=0.5,warmup=2,final=1": "the defaults two steps back",
+    "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1": "the budget dropped whole: the cheapest",
+    "adass:eps=0.2,resample=0,warmup=2,final=1,min_keep=0.1": "the first defaults",
     "infobatch": "InfoBatch at its defaults",
 }
 _VECTORS_56K = (

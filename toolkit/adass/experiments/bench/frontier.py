@@ -5,7 +5,8 @@ One operating point per sampler cannot say which method is better (a sampler tha
 samples is more accurate and costs more), so every method is run over its main knob:
 
 - ``adass`` over ``eps`` (the share of the total bound in the budget) at its other defaults: half
-  of the budget's samples trained on anyway at weight 2 (``resample=0.5``),
+  of the budget's samples trained on anyway at weight 2 (``resample=0.5``), a full last epoch only
+  where the learning rate has not decayed by then (``final=auto``; none on the cosine settings here),
 - ``adass_drop``: ADASS dropping its whole budget, every epoch after two of warm-up selecting
   (``resample=0,min_keep=0.1,warmup=2,final=0``), over ``eps``: its cheapest mode, which a short
   run on noisy labels can pay for (see ``docs/concepts/adass.md``),
