@@ -23,7 +23,7 @@ from .agreement import Agreement
 from .base import SAMPLERS, SamplerBase, Selection, last_only, shuffled
 
 __all__ = [
-    "AdassSampler", "FINAL_LR_SHARE", "draw_chances", "drop_within_budget", "final_epochs", "global_dropper",
+    "DROP", "AdassSampler", "FINAL_LR_SHARE", "draw_chances", "drop_within_budget", "final_epochs", "global_dropper",
     "global_pooler", "keep_at_least", "smallest",
 ]  # fmt: skip
 
@@ -33,6 +33,9 @@ AUTO_LIPSCHITZ = {"linear": "exact", "deep": "empirical"}
 #: ``draw=bound``: share of every chance spread evenly over the budget's samples, so no weight exceeds
 #: ``1 / (EVEN_SHARE * resample)``; chosen by measurement (docs/concepts/adass.md, "Drawing by the bound")
 EVEN_SHARE = 0.2
+#: ``drop``'s default: the smallest bounds' share of the total bound dropped outright, the rest of the
+#: budget resampled; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
+DROP = 0.02
 #: ``final=auto``: a last full epoch where the last epoch's learning rate is at least this share of the
 #: first's; chosen by measurement (docs/concepts/adass.md, "Choosing ADASS's defaults")
 FINAL_LR_SHARE = 0.1
@@ -230,9 +233,9 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
         high=0.99,
     ),
     drop=Param(
-        0.0,
+        DROP,
         "with resample: share of the total bound whose samples (the smallest bounds) are dropped outright, "
-        "the rest of the budget resampled; at most eps",
+        "the rest of the budget resampled; at most eps (the default shrinks to a smaller eps)",
         low=0.0,
         high=1.0,
     ),
@@ -284,6 +287,8 @@ class AdassSampler(SamplerBase):
         self.eps, self.warmup, self.min_keep = eps, warmup, min_keep
         self.final = final_epochs(final, last_lr)
         self.quantile, self.decay, self.refresh, self.resample = quantile, decay, refresh, resample
+        if drop == DROP:  # the default is a part of any budget: at most all of it
+            drop = min(drop, eps)
         self.draw, self.drop = draw, drop
         if drop > eps:
             raise SpecError(

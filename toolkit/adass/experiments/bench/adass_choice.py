@@ -37,11 +37,12 @@ __all__ = ["CANDIDATES", "SETTINGS", "cells", "describe", "run", "summarise"]
 #: the specs compared with full training: the defaults, the earlier defaults, cheaper and other draws
 CANDIDATES: tuple[str, ...] = (
     "adass",
-    "adass:final=1",
-    "adass:final=0",
-    "adass:final=0,draw=bound",
+    "adass:drop=0",
+    "adass:drop=0,final=1",
+    "adass:drop=0.05",
     "adass:drop=0.1",
-    "adass:eps=0.8,resample=0.5,warmup=2,final=1",
+    "adass:drop=0,final=0,draw=bound",
+    "adass:eps=0.8,resample=0.5,warmup=2,final=1,drop=0",
     "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1",
     "adass:eps=0.2,resample=0,warmup=2,final=1,min_keep=0.1",
     "infobatch",
@@ -49,11 +50,12 @@ CANDIDATES: tuple[str, ...] = (
 #: where each was the default, or why it is a candidate (a column of the table)
 NOTES = {
     "adass": "the defaults",
-    "adass:final=1": "the defaults before: a full last epoch always",
-    "adass:final=0": "never a full last epoch",
-    "adass:final=0,draw=bound": "drawn by the bound, never a full last epoch",
+    "adass:drop=0": "the defaults before: nothing dropped outright",
+    "adass:drop=0,final=1": "two steps back: and a full last epoch always",
+    "adass:drop=0.05": "a twentieth of the bound dropped outright",
     "adass:drop=0.1": "a tenth of the bound dropped outright",
-    "adass:eps=0.8,resample=0.5,warmup=2,final=1": "the defaults two steps back",
+    "adass:drop=0,final=0,draw=bound": "drawn by the bound, nothing dropped outright",
+    "adass:eps=0.8,resample=0.5,warmup=2,final=1,drop=0": "three steps back",
     "adass:eps=0.4,resample=0,warmup=2,final=0,min_keep=0.1": "the budget dropped whole: the cheapest",
     "adass:eps=0.2,resample=0,warmup=2,final=1,min_keep=0.1": "the first defaults",
     "infobatch": "InfoBatch at its defaults",
