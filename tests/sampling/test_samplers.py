@@ -254,6 +254,12 @@ def test_drop_above_the_budget_is_refused_naming_both():
         build_sampler("adass:eps=0.3,drop=0.5", n=10, seed=0, epochs=2)
 
 
+def test_the_default_drop_shrinks_to_a_smaller_budget():
+    assert build_sampler("adass", n=10, seed=0, epochs=2).drop == adass_module.DROP > 0
+    assert build_sampler("adass:eps=0.01", n=10, seed=0, epochs=2).drop == 0.01
+    assert build_sampler("adass:eps=0.01,drop=0", n=10, seed=0, epochs=2).drop == 0
+
+
 def test_warmup_and_final_epochs_use_full_data():
     s = build_sampler("adass:eps=0.5,warmup=2,final=1", n=80, seed=0, epochs=6)
     feed(s, torch.arange(80), torch.rand(80) ** 4, 0.5)
