@@ -81,11 +81,11 @@ handle.workers()
 #
 # A run is described by one `RunConfig`. `from_flat` takes every option by name and checks each
 # value before anything starts; the same options are the flags of `adass train`. Plug-ins are
-# named by spec strings: `adass:eps=0.2,warmup=1,final=1` is the ADASS sampler with a budget of 20%,
-# one warm-up epoch on the full data and a last epoch on the full data too (left to itself,
-# `final=auto` keeps that last epoch only where the learning rate has not decayed by then); by
-# default half of the samples within the budget are trained anyway, at weight 2, so the expected
-# gradient stays the full one.
+# named by spec strings: `adass:eps=0.2,warmup=1,final=1,drop=0` is the ADASS sampler with a budget
+# of 20%, one warm-up epoch on the full data and a last epoch on the full data too; half of the
+# samples within the budget are trained anyway, at weight 2, so the expected gradient stays the full
+# one. (Left to themselves, `final=auto` keeps that last epoch only where the learning rate has not
+# decayed by then, and `drop=0.02` skips the smallest 2% of the bound sum outright.)
 #
 # The records go to a `ParquetSink`: in memory while the run goes on, then one Parquet file per
 # record kind plus `config.json`, in a folder of their own.
@@ -94,7 +94,7 @@ handle.workers()
 config = RunConfig.from_flat(
     data="mnist5k",  # 4,000 training and 1,000 test digits, bundled with the project
     model="mlp:hidden=128",
-    sampler="adass:eps=0.2,warmup=1,final=1",
+    sampler="adass:eps=0.2,warmup=1,final=1,drop=0",
     epochs=EPOCHS,
     batch_size=64,  # the global batch: 32 samples per worker and step
     lr=0.05,
@@ -240,4 +240,4 @@ shutil.rmtree(run_dir)
 #    exchange="ring:strategy=shared_scale"`. How do `wire_bytes` in `result.totals` change, and
 #    what does the `traffic` table show per hop? (Notebook 03 explains the growth you will see.)
 # 3. Run the same thing from a terminal and open it here with `load_run`:
-#    `adass train --data mnist5k --sampler adass:eps=0.2,warmup=1,final=1 --workers 2 --epochs 4 --out runs/quick`.
+#    `adass train --data mnist5k --sampler adass:eps=0.2,warmup=1,final=1,drop=0 --workers 2 --epochs 4 --out runs/quick`.

@@ -209,7 +209,7 @@ hv.Bars(per_hop, ["stage"], ["wire_bytes", "phase", "hop"]).opts(
 # sampler, so the differences come from the codec alone.
 
 # %%
-base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1",
+base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1,drop=0",
                            epochs=EPOCHS, batch_size=BATCH, lr=0.05, workers=2, exchange="ring", codec="fp32")  # fmt: skip
 variants = [("ring", "fp32")] + [(f"ring:strategy={s}", f"qsgd:bits={b}") for s in STRATEGIES for b in TRAIN_BITS]
 # 2 bits with error feedback: the setting the thesis' claim leans on below 4 bits (see the claim below)

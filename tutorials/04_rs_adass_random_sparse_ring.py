@@ -387,7 +387,7 @@ RunConfig.from_flat(workers=2, exchange="ring:strategy=shared_scale",
 # shared scale.
 
 # %%
-base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1",
+base = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1,drop=0",
                            epochs=EPOCHS, batch_size=BATCH, lr=0.05, workers=2, exchange="ring", codec="fp32")  # fmt: skip
 handle = connect(n_workers=2)
 runs, curves = [], []

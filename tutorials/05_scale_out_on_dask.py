@@ -82,7 +82,7 @@ remote.close()
 # `adass train --scheduler tcp://10.0.0.5:8786 --workers 2 ...`.
 
 # %%
-config = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1",
+config = RunConfig.from_flat(data="mnist5k", model="mlp:hidden=128", sampler="adass:eps=0.2,warmup=1,final=1,drop=0",
                              epochs=EPOCHS, batch_size=64, lr=0.05, workers=2, exchange="ring",
                              codec="fp32", scheduler=address)  # fmt: skip
 result = train_distributed(config)
