@@ -238,8 +238,9 @@ class Param:
     """One parameter of a plug-in, declared in a line: default, bounds or choices, and a one-line doc.
 
     The type is taken from ``default`` unless ``kind`` is given (``int``, ``float``, ``bool``,
-    ``str``); a default of ``"auto"`` with ``kind=int`` declares an :class:`AutoInteger`. :meth:`parameter` gives the equivalent ``param.Parameter``, which is what values are
-    checked against, so plug-in parameters and run options share one parser and one bounds check.
+    ``str``); a default of ``"auto"`` with ``kind=int`` declares an :class:`AutoInteger`.
+    :meth:`parameter` gives the equivalent ``param.Parameter``, which is what values are checked
+    against, so plug-in parameters and run options share one parser and one bounds check.
 
     Examples
     --------

@@ -87,7 +87,7 @@ class ReplicaState:
         self.sampler = build_sampler(
             config.sampler.sampler, n=shard.n, seed=sampler_seed, epochs=o.epochs,
             feature_sq_norms=squared_norms(self.x), linear=is_linear(self.model),
-            last_lr=lr_at(1.0, o.schedule, o.epochs - 1, o.epochs) / lr_at(1.0, o.schedule, 0, o.epochs),
+            last_lr=lr_at(1.0, o.schedule, o.epochs - 1, o.epochs),  # every schedule starts at its base rate
         )  # fmt: skip
         self.optimizer = make_optimizer(self.model, config)
         # every parameter is a view of one flat buffer: a step's length is one copy before it and one

@@ -206,7 +206,7 @@ def global_pooler(agreement: Agreement) -> Callable[[torch.Tensor, int], torch.T
     eps=Param(0.9, "budget: share of the total bound that may be dropped", low=0.0, high=1.0),
     warmup=Param(1, "first epochs on full data", low=0, high=100_000),
     final=Param(
-        "auto",
+        AUTO,
         "last epochs on full data; auto: one where the run's last epoch keeps at least a tenth of its first "
         "learning rate (a constant schedule, cosine over 4 epochs or fewer), none where the schedule has "
         "decayed further",
